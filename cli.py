@@ -8,7 +8,7 @@ import sys
 
 from lightning.pytorch.cli import LightningCLI
 
-from errors import UserInputError, one_line
+from errors import find_user_error, one_line
 
 # Values only the datamodule knows, handed to the model when both are built. A link whose
 # target the chosen model lacks is skipped, so one list serves every example.
@@ -30,8 +30,11 @@ def main(args: list[str] | None = None) -> None:
             save_config_kwargs={"overwrite": False},
             args=args,
         )
-    except UserInputError as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
+    except Exception as error:
+        user_error = find_user_error(error)
+        if user_error is None:
+            raise
+        print(f"error: {one_line(user_error)}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -8,9 +8,14 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 
 
 class GeneratedNamesWriter(BasePredictionWriter):
-    def __init__(self, output_file: str = "outputs/generated_names.txt"):
+    def __init__(self, output_file: str | None = None):
+        """
+        Args:
+            output_file: where to write; by default `generated_names.txt` in the run's log directory,
+                so a new prediction never overwrites an earlier one.
+        """
         super().__init__(write_interval="epoch")
-        self.output_file = Path(output_file)
+        self.output_file = output_file
 
     def write_on_epoch_end(self, trainer: Trainer, pl_module: LightningModule, predictions, batch_indices) -> None:
         names = [name for batch in predictions for name in batch]
@@ -19,6 +24,7 @@ class GeneratedNamesWriter(BasePredictionWriter):
             dist.all_gather_object(gathered, names)
             names = [name for rank_names in gathered for name in rank_names]
         if trainer.is_global_zero:
-            self.output_file.parent.mkdir(parents=True, exist_ok=True)
-            self.output_file.write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
-            print(f"wrote {len(names)} generated names to {self.output_file}")
+            output_file = Path(self.output_file or Path(trainer.log_dir) / "generated_names.txt")
+            output_file.parent.mkdir(parents=True, exist_ok=True)
+            output_file.write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
+            print(f"wrote {len(names)} generated names to {output_file}")

@@ -46,6 +46,7 @@ class ImageFolderDataModule(LightningDataModule):
         augment: bool = True,
         batch_size: int = 64,
         num_workers: int = 2,
+        how_to_get: str = "",
     ):
         """
         Args:
@@ -56,6 +57,7 @@ class ImageFolderDataModule(LightningDataModule):
             classes: train on these class folders only (default: all).
             grayscale: one channel instead of three (for the MLP).
             augment: random crops and flips for the training split.
+            how_to_get: where the data set comes from, repeated in the error when `root` is missing.
         """
         super().__init__()
         if not 0 < train_fraction < 1:
@@ -72,7 +74,8 @@ class ImageFolderDataModule(LightningDataModule):
     def class_names(self) -> list[str]:
         root = self.image_root
         if not root.is_dir():
-            raise UserInputError(f"image folder {root} does not exist; point --data.init_args.root at a folder with one sub-folder of images per class")
+            hint = f"{self.hparams.how_to_get.rstrip('.')}, then " if self.hparams.how_to_get else ""
+            raise UserInputError(f"image folder {root} does not exist; {hint}point --data.init_args.root at a folder with one sub-folder of images per class")
         found = sorted(entry.name for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
         if not found:
             raise UserInputError(f"image folder {root} has no class sub-folders; expected {root}/<class name>/<image files>")

@@ -13,6 +13,17 @@ class UserInputError(Exception):
     """Bad data, a bad path or a bad setting: the message says what is wrong and how to fix it."""
 
 
+def find_user_error(error: BaseException) -> UserInputError | None:
+    """The UserInputError behind `error`, also when a library re-raised it as another exception."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, UserInputError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def one_line(error: BaseException) -> str:
     """The user-facing line of an error, also when a DataLoader worker re-raised it with a traceback."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]

@@ -78,9 +78,9 @@ class NameGenerator(LightningModule):
         self.known_names = set(datamodule.names) if self.hparams.exclude_training_names and datamodule is not None else set()
 
     def predict_step(self, batch, batch_idx) -> list[str]:
-        """`batch` holds one entry per name to generate."""
+        """`batch` holds one entry per name to generate; empty and already known names are dropped."""
         names = self.generate(len(batch))
-        return [name for name in names if name not in self.known_names]
+        return [name for name in names if name and name not in self.known_names]
 
     def generate(self, num_names: int) -> list[str]:
         hparams = self.hparams

@@ -26,11 +26,12 @@ def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, 
         "--trainer.max_epochs", "1",
         "--trainer.limit_train_batches", "3",
         "--trainer.limit_val_batches", "2",
+        "--trainer.log_every_n_steps", "1",
         "--trainer.enable_progress_bar", "false",
         "--trainer.enable_model_summary", "false",
         "--trainer.logger.init_args.save_dir", str(log_dir),
     ]
-    if config.startswith(("cnn", "mlp")):
+    if config in ("cnn.yaml", "mlp.yaml"):
         args += [
             "--data.init_args.root", str(shapes_root),
             "--data.init_args.images_per_class", "12",
@@ -38,7 +39,7 @@ def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, 
             "--data.init_args.num_workers", "0",
             "--data.init_args.batch_size", "8",
         ]
-    if config.startswith("cnn"):
+    if config == "cnn.yaml":
         args += ["--data.init_args.image_size", "32"]
     if config.startswith("lstm"):
         args += ["--data.init_args.batch_size", "256"]
