@@ -32,8 +32,10 @@ class CharLSTM(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample `num_samples` sequences at once, feeding each new character into the carried state.
 
-        Starts from `context_length` padding characters, as training windows do. Returns the
-        sampled indices (num_samples, max_length) and each sequence's length before its stop.
+        Starts from `context_length` padding characters, as training windows do. Finished
+        sequences leave the batch, so the cost follows the characters generated, not the
+        longest name. Returns the sampled indices (num_samples, max_length), stop-filled after
+        each sequence's end, and each sequence's length.
         """
         device = self.head.weight.device
         prime = torch.full((num_samples, context_length), pad_index, dtype=torch.long, device=device)
@@ -41,18 +43,18 @@ class CharLSTM(nn.Module):
         next_logits = logits[:, -1]
         samples = torch.full((num_samples, max_length), stop_index, dtype=torch.long, device=device)
         lengths = torch.full((num_samples,), max_length, dtype=torch.long, device=device)
-        finished = torch.zeros(num_samples, dtype=torch.bool, device=device)
+        active = torch.arange(num_samples, device=device)
         for position in range(max_length):
             next_logits[:, pad_index] = float("-inf")
             probabilities = torch.softmax(next_logits / temperature, dim=-1)
             chars = torch.multinomial(probabilities, 1, generator=generator).squeeze(1)
-            chars = chars.masked_fill(finished, stop_index)
-            samples[:, position] = chars
-            stopped_now = (chars == stop_index) & ~finished
-            lengths[stopped_now] = position
-            finished |= stopped_now
-            if bool(finished.all()):
+            samples[active, position] = chars
+            continuing = chars != stop_index
+            lengths[active[~continuing]] = position
+            if not bool(continuing.any()):
                 break
+            active, chars = active[continuing], chars[continuing]
+            state = tuple(tensor[:, continuing] for tensor in state)
             logits, state = self(chars[:, None], state)
             next_logits = logits[:, -1]
         return samples, lengths
