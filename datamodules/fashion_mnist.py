@@ -12,7 +12,8 @@ from errors import UserInputError, explained_download
 
 
 class FashionMNISTDataModule(LightningDataModule):
-    num_classes = 10
+    class_names = FashionMNIST.classes
+    num_classes = len(FashionMNIST.classes)
     input_size = 28 * 28
 
     def __init__(self, root: str = "data", download: bool = False, val_fraction: float = 0.1, seed: int = 42, batch_size: int = 100, num_workers: int = 2):

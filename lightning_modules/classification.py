@@ -21,9 +21,11 @@ def _accuracy_metrics(num_classes: int) -> MetricCollection:
 class ClassificationModule(LightningModule):
     """Trains `self.network` (set by the subclass) with cross-entropy.
 
-    Logs `train/loss`, `train/acc`, `val/loss`, `val/acc`, `val/acc_top5` (five or more
+    Logs `train/loss` (per step), `train/epoch_loss` (epoch mean), `train/acc`, `val/loss`, `val/acc`, `val/acc_top5` (five or more
     classes), `val/confidence` (mean softmax probability of the predicted class) and the same
-    under `test/`. One metric object per stage, so the stages never mix their state.
+    under `test/`. One metric object per stage, so the stages never mix their state. The
+    steps return their logits so callbacks (prediction tables, confusion matrix) need not
+    run the network again.
     """
 
     network: nn.Module
@@ -48,16 +50,17 @@ class ClassificationModule(LightningModule):
         loss = F.cross_entropy(logits, labels)
         self.train_metrics.update(logits, labels)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
+        self.log("train/epoch_loss", loss, on_step=False, on_epoch=True, batch_size=len(labels))
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(labels))
-        return loss
+        return {"loss": loss, "logits": logits.detach()}
 
     def validation_step(self, batch, batch_idx):
-        self._evaluate(batch, "val", self.val_metrics, self.val_confidence)
+        return self._evaluate(batch, "val", self.val_metrics, self.val_confidence)
 
     def test_step(self, batch, batch_idx):
-        self._evaluate(batch, "test", self.test_metrics, self.test_confidence)
+        return self._evaluate(batch, "test", self.test_metrics, self.test_confidence)
 
-    def _evaluate(self, batch, stage: str, metrics: MetricCollection, confidence: MeanMetric) -> None:
+    def _evaluate(self, batch, stage: str, metrics: MetricCollection, confidence: MeanMetric) -> dict:
         images, labels = batch
         logits = self(images)
         loss = F.cross_entropy(logits, labels)
@@ -66,6 +69,7 @@ class ClassificationModule(LightningModule):
         self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(labels))
         self.log_dict(metrics, prog_bar=True, batch_size=len(labels))
         self.log(f"{stage}/confidence", confidence, batch_size=len(labels))
+        return {"logits": logits.detach()}
 
     def predict_step(self, batch, batch_idx):
         images = batch[0] if isinstance(batch, (list, tuple)) else batch

@@ -1,0 +1,11 @@
+"""Saves the resolved config next to the logs (LightningCLI's default) and hands it to W&B as the run's config."""
+
+from lightning.pytorch.cli import SaveConfigCallback
+from lightning.pytorch.loggers import WandbLogger
+
+
+class SaveConfigToLoggers(SaveConfigCallback):
+    def save_config(self, trainer, pl_module, stage: str) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger):
+                logger.experiment.config.update(self.config.as_dict(), allow_val_change=True)
