@@ -3,15 +3,15 @@
 from pathlib import Path
 
 import torch
-from lightning.pytorch import LightningDataModule
-from torch.utils.data import DataLoader, random_split
+from torch.utils.data import random_split
 from torchvision import transforms
 from torchvision.datasets import FashionMNIST
 
+from datamodules.splits import SplitsDataModule
 from errors import UserInputError, explained_download
 
 
-class FashionMNISTDataModule(LightningDataModule):
+class FashionMNISTDataModule(SplitsDataModule):
     class_names = FashionMNIST.classes
     num_classes = len(FashionMNIST.classes)
     input_size = 28 * 28
@@ -27,7 +27,6 @@ class FashionMNISTDataModule(LightningDataModule):
         if not 0 < val_fraction < 1:
             raise UserInputError(f"val_fraction must be between 0 and 1, got {val_fraction}")
         self.save_hyperparameters()
-        self.train_set = self.val_set = self.test_set = None
 
     def prepare_data(self) -> None:
         root = Path(self.hparams.root)
@@ -54,16 +53,3 @@ class FashionMNISTDataModule(LightningDataModule):
         num_val = int(len(full_train) * self.hparams.val_fraction)
         generator = torch.Generator().manual_seed(self.hparams.seed)
         self.train_set, self.val_set = random_split(full_train, [len(full_train) - num_val, num_val], generator=generator)
-
-    def _loader(self, dataset, shuffle: bool) -> DataLoader:
-        workers = self.hparams.num_workers
-        return DataLoader(dataset, batch_size=self.hparams.batch_size, shuffle=shuffle, num_workers=workers, persistent_workers=workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set, shuffle=False)

@@ -4,12 +4,12 @@ import copy
 from pathlib import Path
 
 import torch
-from lightning.pytorch import LightningDataModule
 from PIL import Image, UnidentifiedImageError
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import Subset
 from torchvision import transforms
 from torchvision.datasets import ImageFolder
 
+from datamodules.splits import SplitsDataModule
 from errors import UserInputError
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -34,7 +34,7 @@ class ChosenClassesFolder(ImageFolder):
         return self.class_names, {name: index for index, name in enumerate(self.class_names)}
 
 
-class ImageFolderDataModule(LightningDataModule):
+class ImageFolderDataModule(SplitsDataModule):
     def __init__(
         self,
         root: str,
@@ -63,8 +63,6 @@ class ImageFolderDataModule(LightningDataModule):
         if not 0 < train_fraction < 1:
             raise UserInputError(f"train_fraction must be between 0 and 1, got {train_fraction}")
         self.save_hyperparameters()
-        self.train_set: Subset | None = None
-        self.val_set: Subset | None = None
 
     @property
     def image_root(self) -> Path:
@@ -124,16 +122,3 @@ class ImageFolderDataModule(LightningDataModule):
             raise UserInputError(f"image folder {self.image_root} has {len(order)} images, too few to split with train_fraction {self.hparams.train_fraction}")
         self.train_set = Subset(train_images, order[:num_train])
         self.val_set = Subset(val_images, order[num_train:])
-
-    def _loader(self, dataset, shuffle: bool) -> DataLoader:
-        workers = self.hparams.num_workers
-        return DataLoader(dataset, batch_size=self.hparams.batch_size, shuffle=shuffle, num_workers=workers, persistent_workers=workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, shuffle=False)
