@@ -8,7 +8,10 @@ import sys
 
 from lightning.pytorch.cli import LightningCLI
 
+from callbacks.config_to_loggers import SaveConfigToLoggers
+import strategies  # noqa: F401  (registers --trainer.strategy layer_split and pipeline)
 from errors import find_user_error, one_line
+from launchers import DaskOptions, dask_requested
 
 # Values only the datamodule knows, handed to the model when both are built. A link whose
 # target the chosen model lacks is skipped, so one list serves every example.
@@ -19,17 +22,44 @@ class TemplateCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         for name in DATA_TO_MODEL_LINKS:
             parser.link_arguments(f"data.{name}", f"model.init_args.{name}", apply_on="instantiate")
+        parser.add_class_arguments(DaskOptions, "dask")
+
+    def instantiate_classes(self) -> None:
+        """With `--dask.*` set, the Dask workers build and run everything; this process only launches them."""
+        if not dask_requested(self.config[self.subcommand].dask):
+            super().instantiate_classes()
+            return
+        from launchers.dask_launcher import launch
+
+        launch(self.subcommand, self.config[self.subcommand], self._parser(self.subcommand))
+        self.subcommand = None  # it ran on the workers: nothing is left to run here
 
 
-def main(args: list[str] | None = None) -> None:
+def run(args: list[str] | None = None) -> None:
+    """Parse `args` and run the subcommand, letting errors propagate (a Dask worker sends them to the client)."""
     try:
         TemplateCLI(
             subclass_mode_model=True,
             subclass_mode_data=True,
             auto_configure_optimizers=False,
+            save_config_callback=SaveConfigToLoggers,
             save_config_kwargs={"overwrite": False},
             args=args,
         )
+    finally:
+        finish_wandb_run()
+
+
+def finish_wandb_run() -> None:
+    """Close the job's W&B run before the process ends; left to exit handlers, a DDP run's file can miss its last records."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()
+
+
+def main(args: list[str] | None = None) -> None:
+    try:
+        run(args)
     except Exception as error:
         user_error = find_user_error(error)
         if user_error is None:

@@ -20,5 +20,6 @@ def test_reduce_on_plateau_watches_validation_loss_each_epoch(tmp_path, shapes_r
     args = small_run_args("cnn.yaml", tmp_path, shapes_root, "--trainer.max_epochs", "3")
     args += ["--model.init_args.scheduler.patience", "0", "--model.init_args.scheduler.threshold", "100", "--model.init_args.scheduler.threshold_mode", "abs"]
     run_cli("fit", args)
-    # The first validation sets the best loss; no later one beats it by 100, so each one halves the rate.
-    assert logged_learning_rates(tmp_path) == [0.001, 0.001, 0.0005]
+    # Logged every step (3 a epoch). The first validation sets the best loss; no later one beats it
+    # by 100, so the second halves the rate for the third epoch.
+    assert logged_learning_rates(tmp_path) == [0.001] * 6 + [0.0005] * 3
