@@ -56,6 +56,8 @@ EMBEDDED_CLUSTER_CONFIG = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",
     "distributed.worker.memory.monitor-interval": "1s",
+    # Pinned tasks cannot move, so the scheduler need not look for tasks to steal.
+    "distributed.scheduler.work-stealing": False,
 }
 REMOVAL_STIMULI = {
     "handle-worker-cleanup": "its connection to the scheduler closed",
