@@ -47,14 +47,22 @@ def run(args: list[str] | None = None) -> None:
             args=args,
         )
     finally:
-        finish_wandb_run()
+        release_job_resources()
 
 
-def finish_wandb_run() -> None:
-    """Close the job's W&B run before the process ends; left to exit handlers, a DDP run's file can miss its last records."""
+def release_job_resources() -> None:
+    """Close what the job opened before the process (or the next job on a Dask worker) goes on.
+
+    Left to exit handlers, a DDP run's W&B file can miss its last records and gloo's threads can
+    abort the process ("terminate called without an active exception") after a successful run;
+    a Dask worker must not find the previous run's process group.
+    """
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
         wandb.finish()
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 def main(args: list[str] | None = None) -> None:

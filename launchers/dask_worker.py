@@ -111,8 +111,6 @@ def run_rank(
 
     rank_zero_only.rank = rank
 
-    import torch.distributed as dist
-
     import cli
 
     with tempfile.TemporaryDirectory(prefix=f"dask-rank{rank}-") as workdir:
@@ -132,9 +130,6 @@ def run_rank(
             cli.run([subcommand, "--config", str(launch_config)])
         finally:
             sys.argv = worker_argv
-            # A later run on this worker process must not find (and reuse) this run's process group.
-            if dist.is_available() and dist.is_initialized():
-                dist.destroy_process_group()
         return collect_run_dir(output_root) if rank == 0 else None
 
 
