@@ -25,8 +25,11 @@ class TemplateCLI(LightningCLI):
         parser.add_class_arguments(DaskOptions, "dask")
 
     def instantiate_classes(self) -> None:
-        """With `--dask.*` set, the Dask workers build and run everything; this process only launches them."""
-        if not dask_requested(self.config[self.subcommand].dask):
+        """With `--dask.*` set, the Dask workers build and run everything; this process only launches them.
+
+        Without a subcommand (`run=False`, as the benchmarks build a trainer) there is nothing to launch.
+        """
+        if self.subcommand is None or not dask_requested(self.config[self.subcommand].dask):
             super().instantiate_classes()
             return
         from launchers.dask_launcher import launch
@@ -35,17 +38,19 @@ class TemplateCLI(LightningCLI):
         self.subcommand = None  # it ran on the workers: nothing is left to run here
 
 
+CLI_SETTINGS = dict(
+    subclass_mode_model=True,
+    subclass_mode_data=True,
+    auto_configure_optimizers=False,
+    save_config_callback=SaveConfigToLoggers,
+    save_config_kwargs={"overwrite": False},
+)
+
+
 def run(args: list[str] | None = None) -> None:
     """Parse `args` and run the subcommand, letting errors propagate (a Dask worker sends them to the client)."""
     try:
-        TemplateCLI(
-            subclass_mode_model=True,
-            subclass_mode_data=True,
-            auto_configure_optimizers=False,
-            save_config_callback=SaveConfigToLoggers,
-            save_config_kwargs={"overwrite": False},
-            args=args,
-        )
+        TemplateCLI(**CLI_SETTINGS, args=args)
     finally:
         release_job_resources()
 

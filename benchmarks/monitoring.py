@@ -2,7 +2,7 @@
 
     python benchmarks/monitoring.py [--repeats 3] [--logger csv|wandb|both]
 
-Runs configs/cnn.yaml for one epoch (which is also its final epoch, so the predictions table is
+Runs configs/cnn.yaml for one epoch and one validation batch (the epoch is also the final one, so the predictions table is
 built) with the default N (example images every 25 steps, table rows from every 4th batch),
 and the same run with those callbacks removed. W&B runs offline. Reports median epoch times
 and the overhead; the target is at most 5%.
@@ -13,7 +13,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -21,21 +20,12 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lightning.pytorch import Callback  # noqa: E402
-
+from benchmarks.epoch_timer import EpochTimer  # noqa: E402
 from callbacks.example_images import ExampleImages  # noqa: E402
 from callbacks.prediction_table import PredictionTable  # noqa: E402
-from cli import TemplateCLI  # noqa: E402
+from cli import CLI_SETTINGS, TemplateCLI  # noqa: E402
 
 MEDIA_CALLBACKS = (ExampleImages, PredictionTable)
-
-
-class EpochTimer(Callback):
-    def on_train_epoch_start(self, trainer, pl_module):
-        self.start = time.perf_counter()
-
-    def on_train_epoch_end(self, trainer, pl_module):
-        self.seconds = time.perf_counter() - self.start
 
 
 def epoch_seconds(logger: str, with_media: bool, log_dir: str) -> float:
@@ -43,10 +33,10 @@ def epoch_seconds(logger: str, with_media: bool, log_dir: str) -> float:
     if logger == "wandb":
         args += ["--config", str(ROOT / "configs" / "logger" / "wandb.yaml")]
     args += [
-        "--trainer.max_epochs", "1", "--trainer.limit_val_batches", "0", "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false", "--trainer.enable_checkpointing", "false", "--trainer.logger.init_args.save_dir", log_dir,
+        "--trainer.max_epochs", "1", "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0", "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false", "--trainer.logger.init_args.save_dir", log_dir,
     ]
-    cli = TemplateCLI(subclass_mode_model=True, subclass_mode_data=True, auto_configure_optimizers=False, save_config_callback=None, args=args, run=False)
+    cli = TemplateCLI(**{**CLI_SETTINGS, "save_config_callback": None}, args=args, run=False)
     trainer = cli.trainer
     if not with_media:
         trainer.callbacks[:] = [callback for callback in trainer.callbacks if not isinstance(callback, MEDIA_CALLBACKS)]

@@ -20,9 +20,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lightning.pytorch import Callback, Trainer  # noqa: E402
+from lightning.pytorch import Trainer  # noqa: E402
 
 from benchmarks import reference_pet_names as reference  # noqa: E402
+from benchmarks.epoch_timer import EpochTimer  # noqa: E402
 from datamodules.pet_names import VOCAB, CharWindows, PetNamesDataModule, clean_names, encode_windows, read_names  # noqa: E402
 from lightning_modules.name_generator import NameGenerator  # noqa: E402
 
@@ -36,16 +37,6 @@ def median_seconds(function, repeats: int) -> float:
         function()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-class EpochTimer(Callback):
-    """Times the training epoch alone, as the reference loop is timed without its set-up."""
-
-    def on_train_epoch_start(self, trainer, pl_module):
-        self.start = time.perf_counter()
-
-    def on_train_epoch_end(self, trainer, pl_module):
-        self.seconds = time.perf_counter() - self.start
 
 
 def template_epoch(names_file: Path, initial_state: dict) -> tuple[float, NameGenerator]:
