@@ -16,7 +16,7 @@ class CharLSTM(nn.Module):
 
     def forward(self, chars: torch.Tensor, state=None):
         """`chars` holds character indices of shape (batch, time); returns logits and the LSTM state."""
-        outputs, state = self.lstm(F.one_hot(chars, self.vocab_size).float(), state)
+        outputs, state = self.lstm(F.one_hot(chars, self.vocab_size).to(self.head.weight.dtype), state)
         return self.head(outputs), state
 
     @torch.no_grad()
@@ -32,21 +32,23 @@ class CharLSTM(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample `num_samples` sequences at once, feeding each new character into the carried state.
 
-        Starts from `context_length` padding characters, as training windows do. Finished
+        Starts from `context_length` padding characters, as training windows do; that prefix is
+        the same for every sequence, so it runs once and its state is shared. Finished
         sequences leave the batch, so the cost follows the characters generated, not the
         longest name. Returns the sampled indices (num_samples, max_length), stop-filled after
         each sequence's end, and each sequence's length.
         """
         device = self.head.weight.device
-        prime = torch.full((num_samples, context_length), pad_index, dtype=torch.long, device=device)
+        prime = torch.full((1, context_length), pad_index, dtype=torch.long, device=device)
         logits, state = self(prime)
-        next_logits = logits[:, -1]
+        next_logits = logits[:, -1].expand(num_samples, -1).clone()
+        state = tuple(tensor.expand(-1, num_samples, -1).contiguous() for tensor in state)
         samples = torch.full((num_samples, max_length), stop_index, dtype=torch.long, device=device)
         lengths = torch.full((num_samples,), max_length, dtype=torch.long, device=device)
         active = torch.arange(num_samples, device=device)
         for position in range(max_length):
             next_logits[:, pad_index] = float("-inf")
-            probabilities = torch.softmax(next_logits / temperature, dim=-1)
+            probabilities = torch.softmax(next_logits.float() / temperature, dim=-1)
             chars = torch.multinomial(probabilities, 1, generator=generator).squeeze(1)
             samples[active, position] = chars
             continuing = chars != stop_index

@@ -32,10 +32,14 @@ def test_perplexity_is_the_exponential_of_the_per_character_loss(tmp_path):
     assert last_value(rows, "val/perplexity") < 31, "an LSTM that has seen data beats uniform guessing over 31 characters"
 
 
-def test_lstm_predict_writes_generated_names(tmp_path):
+@pytest.mark.parametrize("precision", ["32-true", "bf16-true"])
+def test_lstm_predict_writes_generated_names(tmp_path, precision):
     run_cli("fit", small_run_args("lstm.yaml", tmp_path / "fit"))
     (checkpoint,) = (tmp_path / "fit").rglob("last.ckpt")
-    run_cli("predict", small_run_args("lstm.yaml", tmp_path / "predict", None, "--ckpt_path", str(checkpoint), "--data.init_args.num_names_to_generate", "40"))
+    run_cli("predict", small_run_args(
+        "lstm.yaml", tmp_path / "predict", None,
+        "--ckpt_path", str(checkpoint), "--data.init_args.num_names_to_generate", "40", "--trainer.precision", precision,
+    ))
     (names_file,) = (tmp_path / "predict").rglob("generated_names.txt")
     names = names_file.read_text().splitlines()
     assert 0 < len(names) <= 40
