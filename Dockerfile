@@ -1,9 +1,11 @@
-# The template as an image: `docker run IMAGE fit --config configs/mlp.yaml` runs `python cli.py fit ...`.
+# This project as an image: `docker run IMAGE fit --config configs/EXAMPLE.yaml` runs `python cli.py fit ...`.
 #
 # One image serves CPU and CUDA nodes: PyPI's Linux torch wheels bundle the CUDA runtime (the node only
 # needs the NVIDIA driver) and train on the CPU when no GPU is visible. A smaller CPU-only image:
 #   docker build --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu -t IMAGE .
+# cookiecutter: only with wandb
 # Optional extras from pyproject.toml, e.g. W&B logging: --build-arg EXTRAS=wandb
+# cookiecutter: end
 # PYTHON_VERSION must be 3.11 or newer (the dependency step reads pyproject.toml with tomllib).
 ARG PYTHON_VERSION=3.11
 FROM python:${PYTHON_VERSION}-slim
@@ -27,4 +29,4 @@ COPY . .
 RUN pip install ${TORCH_INDEX_URL:+--extra-index-url $TORCH_INDEX_URL} -e ".${EXTRAS:+[$EXTRAS]}"
 
 ENTRYPOINT ["python", "cli.py"]
-CMD ["fit", "--config", "configs/cnn.yaml"]
+CMD ["--help"]

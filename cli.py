@@ -1,4 +1,4 @@
-"""Train, validate, test or predict with any example: `python cli.py fit --config configs/cnn.yaml`.
+"""Train, validate, test or predict with any example: `python cli.py fit --config configs/EXAMPLE.yaml`.
 
 Every run, on a laptop or a cluster, goes through this LightningCLI; strategies and
 launchers only change how many processes run it and where.
@@ -9,20 +9,28 @@ import sys
 from lightning.pytorch.cli import LightningCLI
 
 from callbacks.config_to_loggers import SaveConfigToLoggers
+# cookiecutter: only with mlp
 import strategies  # noqa: F401  (registers --trainer.strategy layer_split and pipeline)
+# cookiecutter: end
 from errors import find_user_error, one_line
-from launchers import DaskOptions, dask_requested
+from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
 
 # Values only the datamodule knows, handed to the model when both are built. A link whose
 # target the chosen model lacks is skipped, so one list serves every example.
-DATA_TO_MODEL_LINKS = ("num_classes", "input_size", "vocab", "context_length")
+DATA_TO_MODEL_LINKS = (
+    "num_classes",  # cookiecutter: only with cnn or mlp
+    "input_size",  # cookiecutter: only with mlp
+    "vocab",  # cookiecutter: only with lstm
+    "context_length",  # cookiecutter: only with lstm
+)
 
 
 class TemplateCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         for name in DATA_TO_MODEL_LINKS:
             parser.link_arguments(f"data.{name}", f"model.init_args.{name}", apply_on="instantiate")
-        parser.add_class_arguments(DaskOptions, "dask")
+        parser.add_class_arguments(DaskOptions, "dask")  # cookiecutter: only with dask
+    # cookiecutter: only with dask
 
     def instantiate_classes(self) -> None:
         """With `--dask.*` set, the Dask workers build and run everything; this process only launches them.
@@ -36,6 +44,7 @@ class TemplateCLI(LightningCLI):
 
         launch(self.subcommand, self.config[self.subcommand], self._parser(self.subcommand))
         self.subcommand = None  # it ran on the workers: nothing is left to run here
+    # cookiecutter: end
 
 
 CLI_SETTINGS = dict(
@@ -48,7 +57,7 @@ CLI_SETTINGS = dict(
 
 
 def run(args: list[str] | None = None) -> None:
-    """Parse `args` and run the subcommand, letting errors propagate (a Dask worker sends them to the client)."""
+    """Parse `args` and run the subcommand, letting errors propagate (a launcher's worker sends them to its client)."""
     try:
         TemplateCLI(**CLI_SETTINGS, args=args)
     finally:
@@ -56,15 +65,16 @@ def run(args: list[str] | None = None) -> None:
 
 
 def release_job_resources() -> None:
-    """Close what the job opened before the process (or the next job on a Dask worker) goes on.
-
-    Left to exit handlers, a DDP run's W&B file can miss its last records and gloo's threads can
-    abort the process ("terminate called without an active exception") after a successful run;
-    a Dask worker must not find the previous run's process group.
-    """
+    """Close what the job opened before the process, or the next job in the same process, goes on."""
+    # cookiecutter: only with wandb
+    # Left to exit handlers, a DDP run's W&B file can miss its last records.
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
         wandb.finish()
+    # cookiecutter: end
+    # Left to exit handlers, gloo's threads can abort the process after a successful run
+    # ("terminate called without an active exception"), and a process that runs another job
+    # (a launcher's worker) must not find this one's process group.
     distributed = sys.modules.get("torch.distributed")
     if distributed is not None and distributed.is_available() and distributed.is_initialized():
         distributed.destroy_process_group()

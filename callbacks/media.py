@@ -1,15 +1,19 @@
-"""Images and tables for whichever loggers a run has: W&B gets native media, every other logger files in its log directory.
+"""Images and tables that callbacks log, written as files into the run's log directory.
 
-A user without a W&B account loses nothing: the same images land as PNG grids and the same
-tables as CSV files (image cells as PNG paths) under `<log_dir>/media/<key>/`.
+Images land as PNG grids and tables as CSV files (image cells as PNG paths) under
+`<log_dir>/media/<key>/`.
 """
+# cookiecutter: only with wandb
+# A W&B logger gets native images, tables and artifacts instead, so a user without a W&B
+# account loses nothing.
+# cookiecutter: end
 
 import csv
 from pathlib import Path
 
 import torch
 from lightning.pytorch import Trainer
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.loggers import WandbLogger  # cookiecutter: only with wandb
 
 
 def _displayable(images: torch.Tensor) -> torch.Tensor:
@@ -29,23 +33,29 @@ def _local_dir(trainer: Trainer, key: str) -> Path:
     return folder
 
 
+# cookiecutter: only with wandb
 def _wandb_loggers(trainer: Trainer) -> list[WandbLogger]:
     return [logger for logger in trainer.loggers if isinstance(logger, WandbLogger)]
 
 
+# cookiecutter: end
 def log_images(trainer: Trainer, key: str, images: torch.Tensor, caption: str) -> None:
     images = _displayable(images)
+    # cookiecutter: only with wandb
     wandb_loggers = _wandb_loggers(trainer)
     for logger in wandb_loggers:
         logger.log_image(key, images=list(images), caption=[caption] * len(images))
-    if not wandb_loggers:
-        from torchvision.utils import save_image
+    if wandb_loggers:
+        return
+    # cookiecutter: end
+    from torchvision.utils import save_image
 
-        save_image(images, _local_dir(trainer, key) / f"step{trainer.global_step:06d}.png", nrow=len(images))
+    save_image(images, _local_dir(trainer, key) / f"step{trainer.global_step:06d}.png", nrow=len(images))
 
 
 def log_table(trainer: Trainer, key: str, columns: list[str], rows: list[list], artifact_type: str | None = None) -> None:
-    """Log rows whose cells are numbers, strings or image tensors; with `artifact_type`, W&B also versions the table as an artifact."""
+    """Log rows whose cells are numbers, strings or image tensors; `artifact_type` names the kind of a versioned copy."""
+    # cookiecutter: only with wandb
     wandb_loggers = _wandb_loggers(trainer)
     if wandb_loggers:
         import wandb
@@ -59,6 +69,7 @@ def log_table(trainer: Trainer, key: str, columns: list[str], rows: list[list], 
                 artifact.add(table, key.replace("/", "_"))
                 logger.experiment.log_artifact(artifact)
         return
+    # cookiecutter: end
     folder = _local_dir(trainer, key)
     table_file = folder / f"step{trainer.global_step:06d}.csv"
     with table_file.open("w", newline="") as handle:

@@ -1,7 +1,7 @@
 """Write a Kubeflow PyTorchJob manifest (one master, N workers) and print the equivalent Run:ai commands.
 
     python -m cluster.pytorchjob --name shapes --image registry.example.com/template:0.1 --workers 2 \\
-        --config configs/cnn.yaml --gpus-per-pod 1 --output job.yaml -- --trainer.max_epochs 20
+        --config configs/EXAMPLE.yaml --gpus-per-pod 1 --output job.yaml -- --trainer.max_epochs 20
 
 Every pod runs the same `cli.py fit` as a local run, and Lightning's world size is pods x processes
 per pod. With one process per pod, Lightning's KubeflowEnvironment reads the operator's RANK and
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", required=True, help="job name: lower-case letters, digits and '-'")
     parser.add_argument("--image", required=True, help="image built from this repository's Dockerfile, pushed to a registry the cluster can pull from")
     parser.add_argument("--workers", type=int, required=True, help="worker pods besides the master (world size = (workers + 1) x nproc-per-node)")
-    parser.add_argument("--config", required=True, help="config path relative to the project root, e.g. configs/cnn.yaml")
+    parser.add_argument("--config", required=True, help="config path relative to the project root, e.g. configs/EXAMPLE.yaml")
     parser.add_argument("--gpus-per-pod", type=int, default=0, help="NVIDIA GPUs per pod (default 0: CPU)")
     parser.add_argument("--accelerator", choices=("cpu", "gpu"), help="default: gpu when --gpus-per-pod > 0, else cpu")
     parser.add_argument("--nproc-per-node", type=int, help="training processes per pod; default one per GPU, or 1 on CPU. Above 1, pods run torchrun")

@@ -1,4 +1,4 @@
-"""Images stored one sub-folder per class (Stanford Dogs' `Images/` layout), split into train and val."""
+"""Images stored one sub-folder per class (the ImageNet layout), split into train and val."""
 
 import copy
 from pathlib import Path
@@ -55,7 +55,7 @@ class ImageFolderDataModule(SplitsDataModule):
             train_fraction: share of images used for training; the rest is validation (and test).
             seed: fixes the split, independent of the training seed.
             classes: train on these class folders only (default: all).
-            grayscale: one channel instead of three (for the MLP).
+            grayscale: one channel instead of three.
             augment: random crops and flips for the training split.
             how_to_get: where the data set comes from, repeated in the error when `root` is missing.
         """

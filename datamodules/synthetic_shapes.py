@@ -1,6 +1,6 @@
 """A learnable stand-in for an image data set: procedurally drawn shapes, written once as an image folder.
 
-No image data set can be downloaded on an offline machine, so the CNN and MLP examples train
+No image data set can be downloaded on an offline machine, so the image examples train
 on this by default. The images go through exactly the same image-folder path as real data.
 """
 

@@ -26,7 +26,7 @@ CHOICES = (*EXAMPLES, *OPTIONAL_PARTS)
 PATHS = {
     "cnn": [
         "models/image_backbones.py", "lightning_modules/image_classifier.py", "configs/cnn.yaml", "configs/cnn_dogs.yaml",
-        "callbacks/example_images.py", "callbacks/prediction_table.py",
+        "callbacks/example_images.py", "callbacks/prediction_table.py", "tests/test_optimization.py",
     ],
     "cnn or mlp": [
         "lightning_modules/classification.py", "datamodules/image_folder.py", "datamodules/synthetic_shapes.py",
@@ -40,11 +40,17 @@ PATHS = {
     "mlp": [
         "models/staged.py", "models/staged_mlp.py", "lightning_modules/mlp_classifier.py", "datamodules/fashion_mnist.py",
         "configs/mlp.yaml", "configs/mlp_fashion_mnist.yaml", "configs/strategies", "strategies", "callbacks/confusion_matrix.py",
-        "tests/test_fashion_mnist_data.py", "tests/test_strategies.py", "tests/strategy_runs.py",
+        "tests/test_fashion_mnist_data.py", "tests/test_strategies.py",
     ],
+    "cnn or lstm": ["tests/test_ddp_examples.py"],
+    "dask": ["launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],
+    "wandb": ["configs/logger", "tests/wandb_records.py"],
+    # Each benchmark compares what its examples and parts do.
     "cnn and mlp": ["benchmarks/strategies.py"],
-    "dask": ["launchers", "benchmarks/dask_launcher.py", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],
-    "wandb": ["configs/logger", "tests/wandb_records.py", "benchmarks/monitoring.py"],
+    "dask and lstm": ["benchmarks/dask_launcher.py"],
+    "wandb and cnn": ["benchmarks/monitoring.py"],
+    "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
+    "lstm or (wandb and cnn) or (cnn and mlp)": ["benchmarks"],
     "kubernetes": ["cluster", "Dockerfile", ".dockerignore", "tests/test_cluster_jobs.py"],
     "template": ["templating", "tests/test_cookiecutter.py"],
 }
@@ -56,8 +62,11 @@ SUBSTITUTIONS = {
         ('authors = [{name = "Lightning distributed template contributors"}]', 'authors = [{{name = "{author}"}}]'),
     ],
     "README.md": [("# Lightning distributed training template\n", "# {project_name}\n")],
+    "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
+    "tests/test_monitoring.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
 }
 
+WHOLE_LINE_COMMENTS_ONLY = ("Dockerfile", ".dockerignore", ".gitignore")
 HASH_COMMENTS = {".py", ".yaml", ".yml", ".toml", ".sh", ".cfg", ""}
 MARKER_SYNTAX = {"hash": (r"#", r""), "html": (r"<!--", r"-->")}
 PROJECT_SLUG = re.compile(r"[a-z][a-z0-9_]*")
@@ -107,7 +116,7 @@ def marker_patterns(path: Path) -> tuple[re.Pattern, re.Pattern, re.Pattern] | N
     """(block start, block end, end-of-line) marker patterns in the file's comment syntax, or None for other files."""
     if path.suffix == ".md":
         opening, closing = MARKER_SYNTAX["html"]
-    elif path.suffix in HASH_COMMENTS or path.name in ("Dockerfile", ".dockerignore", ".gitignore"):
+    elif path.suffix in HASH_COMMENTS or path.name in WHOLE_LINE_COMMENTS_ONLY:
         opening, closing = MARKER_SYNTAX["hash"]
     else:
         return None
@@ -115,6 +124,8 @@ def marker_patterns(path: Path) -> tuple[re.Pattern, re.Pattern, re.Pattern] | N
     start = re.compile(rf"^\s*{opening} cookiecutter: only with (?P<condition>.+?){closing}\s*$")
     end = re.compile(rf"^\s*{opening} cookiecutter: end{closing}\s*$")
     inline = re.compile(rf"^(?P<line>.*?\S)\s*{opening} cookiecutter: only with (?P<condition>.+?){closing}\s*$")
+    if path.name in WHOLE_LINE_COMMENTS_ONLY:
+        inline = re.compile(r"(?!)")  # a "#" after an instruction or a pattern is part of it there
     return start, end, inline
 
 
@@ -141,7 +152,8 @@ def keep_chosen_lines(text: str, path: Path, truth: dict[str, bool], where: str)
                 kept.append(line)
     if open_blocks:
         raise TemplateError(f"{open_blocks[-1][1]}: 'only with' block never ends")
-    return "".join(kept)
+    # A dropped block leaves the blank lines around it: keep at most two in a row (PEP 8's maximum).
+    return re.sub(r"\n{4,}", "\n\n\n", "".join(kept))
 
 
 def truth_table(answers: dict | None) -> dict[str, bool]:
@@ -154,6 +166,14 @@ def truth_table(answers: dict | None) -> dict[str, bool]:
 def apply_answers(project_dir: Path, answers: dict) -> None:
     """Turn a full copy of the repository in `project_dir` into the project the answers describe."""
     validate_answers(answers)
+    for relative, replacements in SUBSTITUTIONS.items():  # first, while every file is complete
+        path = project_dir / relative
+        text = path.read_text()
+        for old, new in replacements:
+            if old not in text:
+                raise TemplateError(f"{relative} no longer contains {old!r}: update SUBSTITUTIONS in templating/parts.py")
+            text = text.replace(old, new.format(**answers))
+        path.write_text(text)
     truth = truth_table(answers)
     for condition, paths in PATHS.items():
         if not evaluate(condition, truth, "PATHS"):
@@ -162,14 +182,6 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
     for path in sorted(project_dir.rglob("*")):
         if path.is_file():
             rewrite(path, project_dir, truth)
-    for relative, replacements in SUBSTITUTIONS.items():
-        path = project_dir / relative
-        text = path.read_text()
-        for old, new in replacements:
-            if old not in text:
-                raise TemplateError(f"{relative} no longer contains {old!r}: update SUBSTITUTIONS in templating/parts.py")
-            text = text.replace(old, new.format(**answers))
-        path.write_text(text)
 
 
 def rewrite(path: Path, project_dir: Path, truth: dict[str, bool]) -> None:

@@ -13,9 +13,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import cli  # noqa: E402
 
+# One config per example, for the tests that hold for every example.
+EXAMPLE_CONFIGS = [
+    "cnn.yaml",  # cookiecutter: only with cnn
+    "lstm.yaml",  # cookiecutter: only with lstm
+    "mlp.yaml",  # cookiecutter: only with mlp
+]
+
 
 @pytest.fixture(scope="session")
 def shapes_root(tmp_path_factory) -> Path:
+    """Where the image examples write their generated stand-in data once per test session."""
     return tmp_path_factory.mktemp("generated")
 
 
@@ -31,7 +39,11 @@ def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, 
         "--trainer.enable_model_summary", "false",
         "--trainer.logger.init_args.save_dir", str(log_dir),
     ]
-    if config in ("cnn.yaml", "mlp.yaml"):
+    # cookiecutter: only with cnn or mlp
+    if config in (
+        "cnn.yaml",  # cookiecutter: only with cnn
+        "mlp.yaml",  # cookiecutter: only with mlp
+    ):
         args += [
             "--data.init_args.root", str(shapes_root),
             "--data.init_args.images_per_class", "12",
@@ -39,10 +51,15 @@ def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, 
             "--data.init_args.num_workers", "0",
             "--data.init_args.batch_size", "8",
         ]
+    # cookiecutter: end
+    # cookiecutter: only with cnn
     if config == "cnn.yaml":
         args += ["--data.init_args.image_size", "32"]
-    if config.startswith("lstm"):
+    # cookiecutter: end
+    # cookiecutter: only with lstm
+    if config == "lstm.yaml":
         args += ["--data.init_args.batch_size", "256"]
+    # cookiecutter: end
     return args + list(extra)
 
 

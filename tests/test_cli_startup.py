@@ -3,7 +3,11 @@ import sys
 
 from conftest import ROOT
 
-OPTIONAL_HEAVY = ("wandb", "dask", "distributed")
+OPTIONAL_HEAVY = (
+    "wandb",  # cookiecutter: only with wandb
+    "dask",  # cookiecutter: only with dask
+    "distributed",  # cookiecutter: only with dask
+)
 
 PROBE = f"""
 import runpy, sys

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, read_metrics, small_run_args
+from conftest import EXAMPLE_CONFIGS, ROOT, read_metrics, small_run_args
 
 PROCESS_TIMEOUT_S = 180
 GENERATOR = [sys.executable, "-m", "cluster.pytorchjob"]
@@ -53,7 +53,7 @@ def generated_manifest(tmp_path: Path, *args: str) -> tuple[dict, str]:
 
 def overrides_without_config(log_dir: Path, shapes_root: Path) -> list[str]:
     """conftest's shrinking overrides; the generator adds `--config` itself."""
-    args = small_run_args("mlp.yaml", log_dir, shapes_root)
+    args = small_run_args(EXAMPLE_CONFIGS[-1], log_dir, shapes_root)
     config_at = args.index("--config")
     return args[:config_at] + args[config_at + 2 :]
 
@@ -134,8 +134,8 @@ def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
     manifest, stdout = generated_manifest(
         tmp_path,
         "--name", "shapes", "--image", "registry.example.com/template:0.1", "--workers", "3",
-        "--config", "configs/cnn.yaml", "--gpus-per-pod", "2", "--cpu", "8", "--memory", "32Gi",
-        "--pvc", "results:/workspace/logs", "--pvc", "dogs:/data/dogs", "--", "--trainer.max_epochs", "20",
+        "--config", f"configs/{EXAMPLE_CONFIGS[0]}", "--gpus-per-pod", "2", "--cpu", "8", "--memory", "32Gi",
+        "--pvc", "results:/workspace/logs", "--pvc", "datasets:/data/datasets", "--", "--trainer.max_epochs", "20",
     )
     assert manifest["apiVersion"] == "kubeflow.org/v1"
     assert manifest["kind"] == "PyTorchJob"
@@ -157,40 +157,40 @@ def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
         assert container["resources"] == {"requests": expected_resources, "limits": expected_resources}
         claims = {volume["name"]: volume["persistentVolumeClaim"]["claimName"] for volume in pod["volumes"] if "persistentVolumeClaim" in volume}
         mounts = {claims.get(mount["name"], mount["name"]): mount["mountPath"] for mount in container["volumeMounts"]}
-        assert mounts == {"dshm": "/dev/shm", "results": "/workspace/logs", "dogs": "/data/dogs"}
+        assert mounts == {"dshm": "/dev/shm", "results": "/workspace/logs", "datasets": "/data/datasets"}
 
     command = pod_command(manifest, "Master")
     assert command == pod_command(manifest, "Worker")
     assert command[:5] == ["torchrun", "--nnodes", "4", "--nproc_per_node", "2"]
     fit = " ".join(command[5:])
-    assert fit.startswith("cli.py fit --config configs/cnn.yaml ")
+    assert fit.startswith(f"cli.py fit --config configs/{EXAMPLE_CONFIGS[0]} ")
     assert "--trainer.strategy ddp --trainer.accelerator gpu --trainer.devices 2 --trainer.num_nodes 4" in fit
     assert fit.endswith("--trainer.max_epochs 20") and "KubeflowEnvironment" not in fit
 
     runai_v1, runai_v2 = [line for line in stdout.splitlines() if line.startswith("runai ")]
     assert runai_v1.startswith("runai submit-dist pytorch shapes --workers=3 -i registry.example.com/template:0.1 -g 2 ")
     assert runai_v2.startswith("runai distributed submit shapes --framework PyTorch -i registry.example.com/template:0.1 --workers 3 --gpu-devices-request 2 ")
-    assert "--pvc-exists claimname=results,path=/workspace/logs --pvc-exists claimname=dogs,path=/data/dogs" in runai_v1
-    assert "--existing-pvc claimname=results,path=/workspace/logs --existing-pvc claimname=dogs,path=/data/dogs" in runai_v2
+    assert "--pvc-exists claimname=results,path=/workspace/logs --pvc-exists claimname=datasets,path=/data/datasets" in runai_v1
+    assert "--existing-pvc claimname=results,path=/workspace/logs --existing-pvc claimname=datasets,path=/data/datasets" in runai_v2
     for runai in (runai_v1, runai_v2):
         assert runai.endswith(f"--command -- {shlex.join(command)}")
 
 
 def test_manifest_without_output_prints_plain_yaml_for_kubectl():
-    result = generate("--name", "mlp", "--image", "template:0.1", "--workers", "1", "--config", "configs/mlp.yaml")
+    result = generate("--name", "example", "--image", "template:0.1", "--workers", "1", "--config", f"configs/{EXAMPLE_CONFIGS[-1]}")
     assert result.returncode == 0, result.stderr
     assert "&" not in result.stdout and "*id" not in result.stdout  # no YAML anchors or aliases
     manifest = yaml.safe_load(result.stdout)
     (container,) = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     assert "resources" not in container
-    assert "runai submit-dist pytorch mlp --workers=1" in result.stderr
+    assert "runai submit-dist pytorch example --workers=1" in result.stderr
 
 
 def test_pods_run_the_manifest_command_as_one_ddp_job(tmp_path, shapes_root):
     """One process per pod: the operator's RANK and WORLD_SIZE reach Lightning through KubeflowEnvironment."""
     log_dir = tmp_path / "logs"
     manifest, _ = generated_manifest(
-        tmp_path, "--name", "mlp", "--image", "template:0.1", "--workers", "1", "--config", "configs/mlp.yaml",
+        tmp_path, "--name", "example", "--image", "template:0.1", "--workers", "1", "--config", f"configs/{EXAMPLE_CONFIGS[-1]}",
         "--", *overrides_without_config(log_dir, shapes_root),
     )
     command = pod_command(manifest, "Master")
@@ -204,8 +204,8 @@ def test_pods_with_several_processes_run_torchrun_from_the_operator_variables(tm
     """Two pods of two processes: torchrun takes node rank and master from PET_*, Lightning detects torchrun."""
     log_dir = tmp_path / "logs"
     manifest, _ = generated_manifest(
-        tmp_path, "--name", "mlp", "--image", "template:0.1", "--workers", "1", "--nproc-per-node", "2",
-        "--config", "configs/mlp.yaml", "--", *overrides_without_config(log_dir, shapes_root),
+        tmp_path, "--name", "example", "--image", "template:0.1", "--workers", "1", "--nproc-per-node", "2",
+        "--config", f"configs/{EXAMPLE_CONFIGS[-1]}", "--", *overrides_without_config(log_dir, shapes_root),
     )
     assert pod_command(manifest, "Master")[0] == "torchrun"
     outputs = run_pods(manifest)
@@ -216,14 +216,14 @@ def test_torchrun_with_two_processes_trains(tmp_path, shapes_root):
     log_dir = tmp_path / "logs"
     command = [
         "torchrun", "--nproc_per_node", "2", "--master_port", str(free_port()),
-        "cli.py", "fit", *small_run_args("mlp.yaml", log_dir, shapes_root),
+        "cli.py", "fit", *small_run_args(EXAMPLE_CONFIGS[-1], log_dir, shapes_root),
         "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu", "--trainer.devices", "2",
     ]
     (output,) = run_together([(command, clean_env())])
     assert_one_run_of_world_size(log_dir, [output], world_size=2)
 
 
-BASE = ["--name", "shapes", "--image", "template:0.1", "--workers", "2", "--config", "configs/cnn.yaml"]
+BASE = ["--name", "shapes", "--image", "template:0.1", "--workers", "2", "--config", f"configs/{EXAMPLE_CONFIGS[0]}"]
 
 
 def with_flag(flag: str, value: str | None) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, read_metrics, run_cli, small_run_args
+from conftest import EXAMPLE_CONFIGS, ROOT, read_metrics, run_cli, small_run_args
 
 SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 FAILURE_REPORT_S = 60
@@ -40,18 +40,18 @@ def start_ddp_baseline(args: list[str]) -> subprocess.Popen:
 
 
 def test_plain_run_and_help_never_import_dask(tmp_path, shapes_root):
-    fit_args = ["fit", *small_run_args("mlp.yaml", tmp_path, shapes_root)]
+    fit_args = ["fit", *small_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root)]
     probe = PROBE_IMPORTS.format(root=str(ROOT), fit_args=fit_args)
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_options_that_cannot_work_fail_before_any_cluster_starts(tmp_path, capsys):
-    args = small_run_args("lstm.yaml", tmp_path, None, "--dask.n_workers", "2")
+def test_options_that_cannot_work_fail_before_any_cluster_starts(tmp_path, shapes_root, capsys):
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path, shapes_root, "--dask.n_workers", "2")
     for extra, message in (
         (["--trainer.devices", "2"], "one rank on one device"),
-        (["--trainer.strategy", "layer_split"], "not DDP-based"),
+        (["--trainer.strategy", "layer_split"], "not DDP-based"),  # cookiecutter: only with mlp
         (["--dask.n_workers", "0"], "at least 1"),
         (["--dask.timeout_s", "0"], "must be positive"),
     ):
@@ -83,11 +83,16 @@ def fit_through_dask_matches_ddp(config: str, tmp_path: Path, shapes_root: Path,
     assert all("val/loss" in line and "train/loss" in line for line in streamed)
 
 
-@pytest.mark.parametrize("config", ["lstm.yaml", "mlp.yaml", pytest.param("cnn.yaml", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("config", [
+    "lstm.yaml",  # cookiecutter: only with lstm
+    "mlp.yaml",  # cookiecutter: only with mlp
+    pytest.param("cnn.yaml", marks=pytest.mark.slow),  # cookiecutter: only with cnn
+])
 def test_fit_through_dask_matches_ddp_and_returns_results(config, tmp_path, shapes_root, caplog):
     fit_through_dask_matches_ddp(config, tmp_path, shapes_root, caplog)
 
 
+# cookiecutter: only with lstm
 @pytest.mark.timeout(240)
 def test_killed_worker_stops_the_run_and_tears_the_cluster_down(tmp_path):
     import psutil
@@ -149,3 +154,4 @@ def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_p
         assert len(cluster.scheduler_info["workers"]) == 2
     assert losses(tmp_path / "ok")
     assert (tmp_path / "ok" / "lstm" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+# cookiecutter: end

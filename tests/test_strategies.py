@@ -156,6 +156,7 @@ def expect_user_error(capsys, args: list[str], message: str) -> None:
     assert message in capsys.readouterr().err
 
 
+# cookiecutter: only with cnn
 @pytest.mark.parametrize("strategy", ["layer_split", "pipeline"])
 def test_model_without_stages_is_refused(capsys, tmp_path, shapes_root, strategy):
     args = [
@@ -164,6 +165,7 @@ def test_model_without_stages_is_refused(capsys, tmp_path, shapes_root, strategy
         "--trainer.strategy", strategy, "--trainer.devices", "1",
     ]
     expect_user_error(capsys, args, "ImageClassifier does not declare stages()")
+# cookiecutter: end
 
 
 def test_layer_split_refuses_more_stages_than_devices(capsys, settings, tmp_path):

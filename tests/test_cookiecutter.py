@@ -1,0 +1,143 @@
+"""The repository as a cookiecutter: its template directory matches the root, and generated projects keep only what was chosen.
+
+`.ci/run` also installs two generated variants in fresh environments and runs their own test suites.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cookiecutter.exceptions import FailedHookException
+from cookiecutter.main import cookiecutter
+
+from conftest import ROOT
+from templating.build import project_files
+from templating.parts import CHOICES, PATHS, TemplateError, evaluate, keep_chosen_lines, truth_table
+
+# Words that would betray a part left half-removed.
+TRACES = {
+    "cnn": ["cnn", "image_classifier", "resnet", "dogs"],
+    "lstm": ["lstm", "pet_name", "pet name", "name_generator", "generated_names"],
+    "mlp": ["mlp", "layer_split", "fashion", "staged"],
+    "dask": ["dask"],
+    "wandb": ["wandb", "w&b", "weights & biases"],
+    "kubernetes": ["kubernetes", "kubeflow", "pytorchjob", "run:ai", "runai", "docker"],
+    "template": ["cookiecutter", "templating"],
+}
+NO_PARTS = {"dask": "no", "wandb": "no", "kubernetes": "no"}
+VARIANTS = {
+    "everything": {},
+    "cnn_alone": {"lstm": "no", "mlp": "no", **NO_PARTS},
+    "lstm_alone": {"cnn": "no", "mlp": "no", **NO_PARTS},
+    "mlp_with_every_part": {"cnn": "no", "lstm": "no"},
+    "cnn_and_lstm_with_dask": {"mlp": "no", "wandb": "no", "kubernetes": "no"},
+}
+IMPORT_EVERY_MODULE = """
+import importlib, pathlib, sys
+sys.path.insert(0, ".")
+for path in sorted(pathlib.Path(".").rglob("*.py")):
+    if path.parts[0] not in ("tests", ".venv"):
+        importlib.import_module(".".join(path.with_suffix("").parts).removesuffix(".__init__"))
+"""
+
+
+def generate(output_dir: Path, **answers: str) -> Path:
+    return Path(cookiecutter(str(ROOT), no_input=True, extra_context=answers, output_dir=str(output_dir)))
+
+
+def text_files(folder: Path):
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            try:
+                yield path, path.read_text()
+            except UnicodeDecodeError:
+                continue
+
+
+def test_template_directory_matches_the_root():
+    result = subprocess.run([sys.executable, "-m", "templating.build", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_marker_in_the_root_is_balanced_and_names_known_choices():
+    everything, nothing = truth_table(None), dict.fromkeys(truth_table(None), False)
+    for relative in project_files():
+        path = ROOT / relative
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for truth in (everything, nothing):
+            keep_chosen_lines(text, path, truth, relative)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a\n# cookiecutter: only with dask\nb\n", "example.py:2: 'only with' block never ends"),
+        ("a\n# cookiecutter: end\n", "example.py:2: 'cookiecutter: end' without a matching 'only with'"),
+        ("x = 1  # cookiecutter: only with gpu\n", "example.py:1: unknown name 'gpu'"),
+        ("# cookiecutter: only with dask or\n# cookiecutter: end\n", "example.py:1: cannot read condition 'dask or'"),
+    ],
+)
+def test_marker_mistakes_name_the_file_and_line(text, message):
+    with pytest.raises(TemplateError, match=message):
+        keep_chosen_lines(text, Path("example.py"), truth_table(None), "example.py")
+
+
+def test_markers_keep_and_drop_lines_in_python_and_markdown():
+    truth = {**dict.fromkeys(CHOICES, False), "cnn": True, "template": False}
+    python = "a\n# cookiecutter: only with cnn\nb\n# cookiecutter: end\nc  # cookiecutter: only with dask\nd  # cookiecutter: only with cnn or dask\n"
+    assert keep_chosen_lines(python, Path("x.py"), truth, "x.py") == "a\nb\nd\n"
+    markdown = "| a |\n| b | <!-- cookiecutter: only with lstm -->\n<!-- cookiecutter: only with not template -->\nc\n<!-- cookiecutter: end -->\n"
+    assert keep_chosen_lines(markdown, Path("x.md"), truth, "x.md") == "| a |\nc\n"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generated_project_keeps_only_what_was_chosen(variant, tmp_path):
+    answers = {"project_name": "Pet Vision", "author": "Ada Lovelace", **VARIANTS[variant]}
+    project = generate(tmp_path, **answers)
+    assert project == tmp_path / "pet_vision"
+    truth = {**{name: answers.get(name, "yes") == "yes" for name in CHOICES}, "template": False}
+
+    removed = []
+    for condition, paths in PATHS.items():
+        kept = evaluate(condition, truth, "PATHS")
+        for relative in paths:
+            assert (project / relative).exists() == kept, f"{relative} (only with {condition})"
+            removed += [] if kept else [relative]
+    assert not (project / "templating").exists() and not (project / "cookiecutter.json").exists()
+
+    traces = [word for part, words in TRACES.items() if not truth[part] for word in words]
+    traces += [Path(relative).with_suffix("").as_posix().replace("/", ".") for relative in removed if relative.endswith(".py")]
+    traces += [Path(relative).name for relative in removed if not relative.endswith(".py") and "." in Path(relative).name]
+    for path, text in text_files(project):
+        lowered = text.lower()
+        found = [word for word in traces if word.lower() in lowered]
+        assert not found, f"{path.relative_to(project)} still mentions {found}"
+
+    pyproject = (project / "pyproject.toml").read_text()
+    assert 'name = "pet_vision"' in pyproject and 'authors = [{name = "Ada Lovelace"}]' in pyproject
+    assert (project / "README.md").read_text().startswith("# Pet Vision\n")
+    assert (project / ".ci" / "run").stat().st_mode & 0o111, "the CI script stays executable"
+
+    for command in ([sys.executable, "-c", IMPORT_EVERY_MODULE], [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]):
+        result = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        ({"project_name": "Pet Vision!"}, "project_slug 'pet_vision!' (from project_name 'Pet Vision!') is not valid"),
+        ({"project_slug": "1st_project"}, "project_slug '1st_project'"),
+        ({"project_name": 'The "Best" Project', "project_slug": "best"}, "project_name 'The \"Best\" Project' contains a quote"),
+        ({"cnn": "no", "lstm": "no", "mlp": "no"}, "choose at least one example"),
+    ],
+)
+def test_bad_answers_stop_with_a_clear_error_and_leave_nothing_behind(answers, message, tmp_path, capfd):
+    with pytest.raises(FailedHookException):
+        generate(tmp_path, **answers)
+    assert f"error: {message}" in capfd.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,122 @@
+"""Pet-name pipeline against the reference tutorial's approach, side by side in one run.
+
+    python benchmarks/pet_names.py [--repeats 3] [--epoch-fraction 0.25] [--threads 2]
+
+Reports medians over repeats for data preparation (full data), one training epoch (same
+model, batch size 16384, Adam 1e-3, same initial weights) and name generation (same trained
+weights), with the template/reference ratio. Generation alternates reference and template
+within each repeat and reports the median of the per-repeat ratios, so drifting machine
+speed hits both sides alike; it runs the template's model in float32 and in bfloat16 (what
+`predict --trainer.precision bf16-true` does), the reference in float32. Targets: prep >= 30x, generation >= 100x,
+epoch time <= the reference's.
+"""
+
+import argparse
+import copy
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lightning.pytorch import Trainer  # noqa: E402
+
+from benchmarks import reference_pet_names as reference  # noqa: E402
+from benchmarks.epoch_timer import EpochTimer  # noqa: E402
+from datamodules.pet_names import VOCAB, CharWindows, PetNamesDataModule, clean_names, encode_windows, read_names  # noqa: E402
+from lightning_modules.name_generator import NameGenerator  # noqa: E402
+
+BATCH_SIZE = 16384
+
+
+def median_seconds(function, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def template_epoch(names_file: Path, initial_state: dict) -> tuple[float, NameGenerator]:
+    model = NameGenerator(VOCAB)
+    model.network.load_state_dict(initial_state)
+    timer = EpochTimer()
+    trainer = Trainer(
+        max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0, callbacks=[timer],
+    )
+    trainer.fit(model, PetNamesDataModule(str(names_file), val_fraction=0.0, batch_size=BATCH_SIZE))
+    return timer.seconds, model
+
+
+def reference_epoch(names: list[str], initial_state: dict) -> tuple[float, reference.ReferenceModel]:
+    model = reference.ReferenceModel()
+    model.load_state_dict({key.replace("head.", "fc."): value for key, value in initial_state.items()})
+    dataset = reference.PrefixDataset(names)
+    start = time.perf_counter()
+    reference.train_one_epoch(model, dataset, BATCH_SIZE)
+    return time.perf_counter() - start, model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--epoch-fraction", type=float, default=0.25, help="share of the names (the same for both) in the timed epoch")
+    parser.add_argument("--reference-names", type=int, default=100, help="names the reference generates per repeat")
+    parser.add_argument("--template-names", type=int, default=4096, help="names the template generates per repeat, in one batch")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    names, _ = clean_names(read_names(Path("data/pet_names.txt")))
+    rows = []
+
+    ref_prep = median_seconds(lambda: reference.format_training_data(names), args.repeats)
+    our_prep = median_seconds(lambda: CharWindows(*encode_windows(names, reference.WINDOW)), args.repeats)
+    rows.append((f"data preparation, {len(names)} names (s)", ref_prep, our_prep, ref_prep / our_prep))
+
+    epoch_names = names[: int(len(names) * args.epoch_fraction)]
+    torch.manual_seed(0)
+    initial_state = NameGenerator(VOCAB).network.state_dict()
+    with tempfile.TemporaryDirectory() as folder:
+        names_file = Path(folder) / "names.txt"
+        names_file.write_text("\n".join(epoch_names) + "\n")
+        ref_epochs, our_epochs = [], []
+        for _ in range(args.repeats):
+            torch.manual_seed(1)  # the same shuffles every repeat, so the run's generation uses the same weights whatever --repeats is
+            seconds, reference_model = reference_epoch(epoch_names, initial_state)
+            ref_epochs.append(seconds)
+            torch.manual_seed(1)
+            seconds, template_model = template_epoch(names_file, initial_state)
+            our_epochs.append(seconds)
+    ref_epoch, our_epoch = statistics.median(ref_epochs), statistics.median(our_epochs)
+    rows.append((f"one training epoch, {len(epoch_names)} names (s)", ref_epoch, our_epoch, ref_epoch / our_epoch))
+
+    reference_model.load_state_dict({key.replace("head.", "fc."): value for key, value in template_model.network.state_dict().items()})
+    reference_model.eval()
+    template_model.eval()
+    bf16_model = copy.deepcopy(template_model).to(torch.bfloat16)
+    np.random.seed(0)
+    ref_rates, our_rates, bf16_rates = [], [], []
+    for _ in range(args.repeats):
+        ref_rates.append(args.reference_names / median_seconds(lambda: [reference.generate_name(reference_model) for _ in range(args.reference_names)], 1))
+        our_rates.append(args.template_names / median_seconds(lambda: template_model.generate(args.template_names), 1))
+        bf16_rates.append(args.template_names / median_seconds(lambda: bf16_model.generate(args.template_names), 1))
+    for label, rates in (("float32", our_rates), ("bf16-true", bf16_rates)):
+        ratio = statistics.median(ours / ref for ours, ref in zip(rates, ref_rates))
+        rows.append((f"name generation, {label}, batches of {args.template_names} (names/s)", statistics.median(ref_rates), statistics.median(rates), ratio))
+
+    print(f"\ntorch {torch.__version__}, {args.threads} threads, medians of {args.repeats} repeats\n")
+    print("| measure | reference | template | speed-up |")
+    print("|---|---:|---:|---:|")
+    for label, ref_value, our_value, ratio in rows:
+        print(f"| {label} | {ref_value:.3g} | {our_value:.3g} | {ratio:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Lightning callbacks that the example configs plug into the trainer."""

@@ -1,0 +1,30 @@
+"""Logs the validation confusion matrix (rows: true class, columns: predicted) when training ends."""
+
+from lightning.pytorch import Callback
+from torchmetrics.classification import MulticlassConfusionMatrix
+
+from callbacks.media import log_table
+
+
+class ConfusionMatrix(Callback):
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self.matrix = MulticlassConfusionMatrix(pl_module.num_classes)
+        self.latest = None
+
+    def on_validation_epoch_start(self, trainer, pl_module) -> None:
+        self.matrix = self.matrix.to(pl_module.device)
+        self.matrix.reset()
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self.matrix.update(outputs["logits"], batch[1])
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if not trainer.sanity_checking:
+            self.latest = self.matrix.compute().cpu()  # every rank: compute() sums the ranks' counts
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        if self.latest is None or not trainer.is_global_zero:
+            return
+        names = list(getattr(trainer.datamodule, "class_names", range(len(self.latest))))
+        rows = [[str(name), *counts] for name, counts in zip(names, self.latest.tolist())]
+        log_table(trainer, "val/confusion_matrix", ["true \\ predicted", *map(str, names)], rows)

@@ -1,0 +1,39 @@
+"""In the final training epoch, collects (image, true label, predicted label, confidence) rows and logs them as a versioned table."""
+
+import torch
+from lightning.pytorch import Callback
+
+from callbacks.media import log_table
+
+
+class PredictionTable(Callback):
+    def __init__(self, every_n_batches: int = 4, max_rows: int = 200):
+        """
+        Args:
+            every_n_batches: take the rows of every N-th batch of the final epoch (the reference uses 4).
+            max_rows: stop collecting after this many rows.
+        """
+        self.every_n_batches = every_n_batches
+        self.max_rows = max_rows
+        self.rows: list[list] = []
+
+    def _final_epoch(self, trainer) -> bool:
+        return trainer.max_epochs is not None and trainer.current_epoch == trainer.max_epochs - 1
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not (trainer.is_global_zero and self._final_epoch(trainer) and batch_idx % self.every_n_batches == 0):
+            return
+        images, labels = batch
+        confidence, predicted = torch.softmax(outputs["logits"].float(), dim=-1).max(dim=-1)
+        class_names = getattr(trainer.datamodule, "class_names", None)
+        for image, label, guess, probability in zip(images.cpu(), labels.tolist(), predicted.tolist(), confidence.tolist()):
+            if len(self.rows) >= self.max_rows:
+                return
+            name = class_names[label] if class_names else label
+            guessed = class_names[guess] if class_names else guess
+            self.rows.append([image, name, guessed, round(probability, 4)])
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if self.rows and trainer.is_global_zero and self._final_epoch(trainer):
+            log_table(trainer, "train_predictions", ["image", "label", "prediction", "confidence"], self.rows, artifact_type="train_predictions")
+            self.rows = []

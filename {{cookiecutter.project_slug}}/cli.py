@@ -1,0 +1,95 @@
+"""Train, validate, test or predict with any example: `python cli.py fit --config configs/EXAMPLE.yaml`.
+
+Every run, on a laptop or a cluster, goes through this LightningCLI; strategies and
+launchers only change how many processes run it and where.
+"""
+
+import sys
+
+from lightning.pytorch.cli import LightningCLI
+
+from callbacks.config_to_loggers import SaveConfigToLoggers
+# cookiecutter: only with mlp
+import strategies  # noqa: F401  (registers --trainer.strategy layer_split and pipeline)
+# cookiecutter: end
+from errors import find_user_error, one_line
+from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
+
+# Values only the datamodule knows, handed to the model when both are built. A link whose
+# target the chosen model lacks is skipped, so one list serves every example.
+DATA_TO_MODEL_LINKS = (
+    "num_classes",  # cookiecutter: only with cnn or mlp
+    "input_size",  # cookiecutter: only with mlp
+    "vocab",  # cookiecutter: only with lstm
+    "context_length",  # cookiecutter: only with lstm
+)
+
+
+class TemplateCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser) -> None:
+        for name in DATA_TO_MODEL_LINKS:
+            parser.link_arguments(f"data.{name}", f"model.init_args.{name}", apply_on="instantiate")
+        parser.add_class_arguments(DaskOptions, "dask")  # cookiecutter: only with dask
+    # cookiecutter: only with dask
+
+    def instantiate_classes(self) -> None:
+        """With `--dask.*` set, the Dask workers build and run everything; this process only launches them.
+
+        Without a subcommand (`run=False`, as the benchmarks build a trainer) there is nothing to launch.
+        """
+        if self.subcommand is None or not dask_requested(self.config[self.subcommand].dask):
+            super().instantiate_classes()
+            return
+        from launchers.dask_launcher import launch
+
+        launch(self.subcommand, self.config[self.subcommand], self._parser(self.subcommand))
+        self.subcommand = None  # it ran on the workers: nothing is left to run here
+    # cookiecutter: end
+
+
+CLI_SETTINGS = dict(
+    subclass_mode_model=True,
+    subclass_mode_data=True,
+    auto_configure_optimizers=False,
+    save_config_callback=SaveConfigToLoggers,
+    save_config_kwargs={"overwrite": False},
+)
+
+
+def run(args: list[str] | None = None) -> None:
+    """Parse `args` and run the subcommand, letting errors propagate (a launcher's worker sends them to its client)."""
+    try:
+        TemplateCLI(**CLI_SETTINGS, args=args)
+    finally:
+        release_job_resources()
+
+
+def release_job_resources() -> None:
+    """Close what the job opened before the process, or the next job in the same process, goes on."""
+    # cookiecutter: only with wandb
+    # Left to exit handlers, a DDP run's W&B file can miss its last records.
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()
+    # cookiecutter: end
+    # Left to exit handlers, gloo's threads can abort the process after a successful run
+    # ("terminate called without an active exception"), and a process that runs another job
+    # (a launcher's worker) must not find this one's process group.
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
+
+
+def main(args: list[str] | None = None) -> None:
+    try:
+        run(args)
+    except Exception as error:
+        user_error = find_user_error(error)
+        if user_error is None:
+            raise
+        print(f"error: {one_line(user_error)}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+"""Write a Kubeflow PyTorchJob manifest (one master, N workers) and print the equivalent Run:ai commands.
+
+    python -m cluster.pytorchjob --name shapes --image registry.example.com/template:0.1 --workers 2 \\
+        --config configs/EXAMPLE.yaml --gpus-per-pod 1 --output job.yaml -- --trainer.max_epochs 20
+
+Every pod runs the same `cli.py fit` as a local run, and Lightning's world size is pods x processes
+per pod. With one process per pod, Lightning's KubeflowEnvironment reads the operator's RANK and
+WORLD_SIZE (Lightning never detects it by itself, so the command names it as a plugin). With several,
+torchrun starts them from the operator's PET_* variables and Lightning detects torchrun.
+"""
+
+import argparse
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from errors import UserInputError
+
+IMAGE_WORKDIR = "/workspace"  # the Dockerfile's WORKDIR: relative paths in the command resolve against it
+CONTAINER_NAME = "pytorch"  # the operator only wires up the container with this name
+KUBEFLOW_ENVIRONMENT = "lightning.fabric.plugins.environments.KubeflowEnvironment"
+RESTART_POLICIES = ("OnFailure", "Never", "Always", "ExitCode")
+# Trainer settings the manifest derives from the pod shape; an override would break world size = pods x processes.
+DERIVED_TRAINER_FLAGS = ("--trainer.strategy", "--trainer.accelerator", "--trainer.devices", "--trainer.num_nodes", "--trainer.plugins")
+DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+MAX_SERVICE_NAME = 63  # pods and services are named NAME-worker-INDEX and must stay a DNS label
+MEMORY_QUANTITY = re.compile(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+CLAIM_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    name: str
+    image: str
+    workers: int
+    config: str
+    gpus_per_pod: int
+    nproc_per_node: int
+    accelerator: str
+    cpu: float | None
+    memory: str | None
+    restart_policy: str
+    volume_claims: tuple[tuple[str, str], ...]  # (PersistentVolumeClaim name, mount path in every pod)
+    overrides: tuple[str, ...]
+
+    @property
+    def pods(self) -> int:
+        """Run:ai and the operator both start the master as one more pod than the workers."""
+        return self.workers + 1
+
+    @property
+    def world_size(self) -> int:
+        return self.pods * self.nproc_per_node
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """Report bad flags like every other bad input: one line, exit status 2."""
+
+    def error(self, message: str):
+        raise UserInputError(f"{message} (see --help)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _OneLineErrorParser(
+        prog="python -m cluster.pytorchjob",
+        description="Write a Kubeflow PyTorchJob (1 master + N workers running cli.py fit) and print the Run:ai equivalents. "
+        "Arguments after `--` are passed on to cli.py fit.",
+    )
+    parser.add_argument("--name", required=True, help="job name: lower-case letters, digits and '-'")
+    parser.add_argument("--image", required=True, help="image built from this repository's Dockerfile, pushed to a registry the cluster can pull from")
+    parser.add_argument("--workers", type=int, required=True, help="worker pods besides the master (world size = (workers + 1) x nproc-per-node)")
+    parser.add_argument("--config", required=True, help="config path relative to the project root, e.g. configs/EXAMPLE.yaml")
+    parser.add_argument("--gpus-per-pod", type=int, default=0, help="NVIDIA GPUs per pod (default 0: CPU)")
+    parser.add_argument("--accelerator", choices=("cpu", "gpu"), help="default: gpu when --gpus-per-pod > 0, else cpu")
+    parser.add_argument("--nproc-per-node", type=int, help="training processes per pod; default one per GPU, or 1 on CPU. Above 1, pods run torchrun")
+    parser.add_argument("--cpu", type=float, help="CPU cores per pod (request = limit)")
+    parser.add_argument("--memory", help="memory per pod as a Kubernetes quantity, e.g. 16Gi (request = limit)")
+    parser.add_argument("--restart-policy", choices=RESTART_POLICIES, default="OnFailure")
+    parser.add_argument(
+        "--pvc", action="append", default=[], metavar="CLAIM:PATH",
+        help=f"mount an existing PersistentVolumeClaim in every pod (repeatable); e.g. results:{IMAGE_WORKDIR}/logs keeps the master's logs and checkpoints after its pod is gone",
+    )
+    parser.add_argument("--output", type=Path, help="manifest file to write; without it the manifest goes to stdout and the Run:ai commands to stderr")
+    return parser
+
+
+def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
+    """The job asked for on the command line, checked so that a manifest that is written can run."""
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = _parser().parse_args(argv[:split])
+    overrides = tuple(argv[split + 1 :])
+
+    if not DNS_LABEL.fullmatch(args.name):
+        raise UserInputError(f"--name {args.name!r} must be lower-case letters, digits and '-', starting with a letter and not ending with '-'")
+    longest_pod_name = f"{args.name}-worker-{max(args.workers - 1, 0)}"
+    if len(longest_pod_name) > MAX_SERVICE_NAME:
+        raise UserInputError(f"--name is too long: pod names like {longest_pod_name!r} must fit in {MAX_SERVICE_NAME} characters")
+    if not args.image.strip() or any(character.isspace() for character in args.image):
+        raise UserInputError(f"--image {args.image!r} is not an image name; give the pushed image, e.g. registry.example.com/template:0.1")
+    if args.workers < 1:
+        raise UserInputError(f"--workers must be at least 1 (the master is started in addition to the workers), got {args.workers}")
+    if args.gpus_per_pod < 0:
+        raise UserInputError(f"--gpus-per-pod must be 0 or more, got {args.gpus_per_pod}")
+    accelerator = args.accelerator or ("gpu" if args.gpus_per_pod else "cpu")
+    if accelerator == "cpu" and args.gpus_per_pod:
+        raise UserInputError(f"--accelerator cpu trains on CPU only but --gpus-per-pod {args.gpus_per_pod} requests GPUs; drop one of them")
+    if accelerator == "gpu" and not args.gpus_per_pod:
+        raise UserInputError("--accelerator gpu needs --gpus-per-pod 1 or more")
+    if args.nproc_per_node is not None and args.nproc_per_node < 1:
+        raise UserInputError(f"--nproc-per-node must be at least 1, got {args.nproc_per_node}")
+    nproc_per_node = args.nproc_per_node or max(args.gpus_per_pod, 1)
+    if args.gpus_per_pod and nproc_per_node != args.gpus_per_pod:
+        raise UserInputError(f"DDP runs one process per GPU: --nproc-per-node {nproc_per_node} must equal --gpus-per-pod {args.gpus_per_pod}")
+    if args.cpu is not None and args.cpu <= 0:
+        raise UserInputError(f"--cpu must be a positive number of cores, got {args.cpu:g}")
+    if args.memory is not None and not MEMORY_QUANTITY.fullmatch(args.memory):
+        raise UserInputError(f"--memory {args.memory!r} is not a Kubernetes quantity such as 16Gi or 500M")
+    config = Path(args.config)
+    if config.is_absolute() or not config.is_file():
+        raise UserInputError(f"--config {args.config!r} must be an existing file given relative to the project root (the image holds the project at {IMAGE_WORKDIR})")
+    volume_claims = tuple(_volume_claim(value) for value in args.pvc)
+    for override in overrides:
+        flag = override.split("=", 1)[0].rstrip("+")
+        if flag in DERIVED_TRAINER_FLAGS:
+            raise UserInputError(f"{flag} is set from --workers, --gpus-per-pod, --nproc-per-node and --accelerator; do not override it after `--`")
+
+    request = JobRequest(
+        name=args.name,
+        image=args.image,
+        workers=args.workers,
+        config=config.as_posix(),
+        gpus_per_pod=args.gpus_per_pod,
+        nproc_per_node=nproc_per_node,
+        accelerator=accelerator,
+        cpu=args.cpu,
+        memory=args.memory,
+        restart_policy=args.restart_policy,
+        volume_claims=volume_claims,
+        overrides=overrides,
+    )
+    return request, args.output
+
+
+def _volume_claim(value: str) -> tuple[str, str]:
+    claim, _, path = value.partition(":")
+    if not CLAIM_NAME.fullmatch(claim) or not path.startswith("/"):
+        raise UserInputError(f"--pvc {value!r} must be CLAIM:PATH, an existing claim's name and an absolute mount path, e.g. results:{IMAGE_WORKDIR}/logs")
+    return claim, path
+
+
+def training_command(request: JobRequest) -> list[str]:
+    """The command every pod runs: cli.py fit with DDP sized to the whole job."""
+    fit = [
+        "cli.py", "fit",
+        "--config", request.config,
+        "--trainer.strategy", "ddp",
+        "--trainer.accelerator", request.accelerator,
+        "--trainer.devices", str(request.nproc_per_node),
+        "--trainer.num_nodes", str(request.pods),
+    ]
+    if request.nproc_per_node == 1:
+        return ["python", *fit, "--trainer.plugins", KUBEFLOW_ENVIRONMENT, *request.overrides]
+    # Node rank and master address come from the operator's PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT;
+    # the sizes are explicit so the command is right also where nprocPerNode is not set (Run:ai).
+    launcher = ["torchrun", "--nnodes", str(request.pods), "--nproc_per_node", str(request.nproc_per_node)]
+    return [*launcher, *fit, *request.overrides]
+
+
+def pod_resources(request: JobRequest) -> dict[str, int | str]:
+    """Quantities as the API expects them: an integer GPU count, CPU and memory as strings."""
+    resources: dict[str, int | str] = {}
+    if request.gpus_per_pod:
+        resources["nvidia.com/gpu"] = request.gpus_per_pod
+    if request.cpu is not None:
+        resources["cpu"] = f"{request.cpu:g}"
+    if request.memory is not None:
+        resources["memory"] = request.memory
+    return resources
+
+
+def replica_spec(request: JobRequest, replicas: int) -> dict:
+    """A fresh dict per replica type, so the YAML dump writes plain mappings instead of anchors and aliases."""
+    container = {
+        "name": CONTAINER_NAME,
+        "image": request.image,
+        "workingDir": IMAGE_WORKDIR,
+        "command": training_command(request),
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    # DataLoader workers share batches through /dev/shm, which is 64 MB in a pod unless replaced.
+    volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    resources = pod_resources(request)
+    if resources:
+        container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    for index, (claim, path) in enumerate(request.volume_claims):
+        container["volumeMounts"].append({"name": f"pvc-{index}", "mountPath": path})
+        volumes.append({"name": f"pvc-{index}", "persistentVolumeClaim": {"claimName": claim}})
+    return {
+        "replicas": replicas,
+        "restartPolicy": request.restart_policy,
+        "template": {"spec": {"containers": [container], "volumes": volumes}},
+    }
+
+
+def pytorchjob_manifest(request: JobRequest) -> dict:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": request.name},
+        "spec": {
+            "nprocPerNode": str(request.nproc_per_node),
+            "pytorchReplicaSpecs": {
+                "Master": replica_spec(request, 1),
+                "Worker": replica_spec(request, request.workers),
+            },
+        },
+    }
+
+
+def runai_commands(request: JobRequest) -> tuple[str, str]:
+    """The same job through Run:ai CLI v1 (`runai submit-dist pytorch`) and CLI v2 (`runai distributed submit`)."""
+    command = ["--command", "--", *training_command(request)]
+    cpu = f"{request.cpu:g}" if request.cpu is not None else None
+    v1 = ["runai", "submit-dist", "pytorch", request.name, f"--workers={request.workers}", "-i", request.image]
+    v2 = ["runai", "distributed", "submit", request.name, "--framework", "PyTorch", "-i", request.image, "--workers", str(request.workers)]
+    if request.gpus_per_pod:
+        v1 += ["-g", str(request.gpus_per_pod)]
+        v2 += ["--gpu-devices-request", str(request.gpus_per_pod), "--master-gpu-devices-request", str(request.gpus_per_pod)]
+    if cpu is not None:
+        v1 += ["--cpu", cpu, "--cpu-limit", cpu]
+        v2 += ["--cpu-core-request", cpu, "--cpu-core-limit", cpu]
+    if request.memory is not None:
+        v1 += ["--memory", request.memory, "--memory-limit", request.memory]
+        v2 += ["--cpu-memory-request", request.memory, "--cpu-memory-limit", request.memory]
+    shared = ["--working-dir", IMAGE_WORKDIR, "--large-shm"]
+    v1 += shared
+    v2 += shared
+    for claim, path in request.volume_claims:
+        v1 += ["--pvc-exists", f"claimname={claim},path={path}"]
+        v2 += ["--existing-pvc", f"claimname={claim},path={path}"]
+    return shlex.join(v1 + command), shlex.join(v2 + command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        request, output = parse_request(sys.argv[1:] if argv is None else argv)
+    except UserInputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+    manifest = yaml.safe_dump(pytorchjob_manifest(request), sort_keys=False, default_flow_style=None, width=1_000_000)
+    runai_v1, runai_v2 = runai_commands(request)
+    summary = (
+        f"# {request.name}: 1 master + {request.workers} worker(s) = {request.pods} pods x {request.nproc_per_node} "
+        f"process(es) = world size {request.world_size}\n"
+        f"# Run:ai CLI v1:\n{runai_v1}\n# Run:ai CLI v2:\n{runai_v2}\n"
+    )
+    if output is None:
+        sys.stdout.write(manifest)
+        sys.stderr.write(summary)
+        return
+    output.write_text(manifest)
+    sys.stdout.write(f"# wrote {output}; submit it with: kubectl apply -f {shlex.quote(str(output))}\n{summary}")
+
+
+if __name__ == "__main__":
+    main()

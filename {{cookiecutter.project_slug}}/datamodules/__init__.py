@@ -1,0 +1,1 @@
+"""LightningDataModules: where each example's data comes from and how it is split and batched."""

@@ -1,0 +1,165 @@
+"""Pet names (Seattle pet licences) as fixed-length character windows for next-character prediction."""
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+from lightning.pytorch import LightningDataModule
+from torch.utils.data import DataLoader, Dataset
+
+from errors import UserInputError
+
+log = logging.getLogger(__name__)
+
+PAD, STOP = "*", "+"
+ALPHABET = "abcdefghijklmnopqrstuvwxyz-. "
+VOCAB = PAD + STOP + ALPHABET
+
+
+def read_names(path: Path) -> list[str]:
+    """Names from a JSON list of strings or a text file with one name per line."""
+    if not path.is_file():
+        raise UserInputError(f"names file {path} does not exist; set --data.init_args.names_path (derive the default with scripts/prepare_pet_names.py)")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".json":
+        return text.splitlines()
+    try:
+        names = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UserInputError(f"names file {path} is not valid JSON: {error}") from error
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise UserInputError(f"names file {path} must hold a JSON list of strings")
+    return names
+
+
+def clean_names(raw_names: list[str]) -> tuple[list[str], int]:
+    """Lower-case and trim; drop names that are empty or use characters outside ALPHABET. Returns (kept, dropped)."""
+    allowed = set(ALPHABET)
+    kept = [name for name in (raw.strip().lower() for raw in raw_names) if name and set(name) <= allowed]
+    return kept, len(raw_names) - len(kept)
+
+
+def encode_windows(names: list[str], context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every prefix of every name (stop character included) as a left-padded window, without Python loops over characters.
+
+    Returns inputs and targets, both (windows, context_length) uint8 indices into VOCAB; the
+    target is the input shifted by one character.
+    """
+    lookup = np.zeros(256, dtype=np.uint8)
+    lookup[np.frombuffer(VOCAB.encode("ascii"), dtype=np.uint8)] = np.arange(len(VOCAB), dtype=np.uint8)
+    codes = lookup[np.frombuffer("".join(names).encode("ascii"), dtype=np.uint8)]
+    lengths = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
+    starts = np.cumsum(lengths) - lengths
+
+    # One row per name: context_length padding characters, the name, the stop character, padding.
+    padded = np.full((len(names), context_length + int(lengths.max()) + 1), VOCAB.index(PAD), dtype=np.uint8)
+    rows = np.repeat(np.arange(len(names)), lengths)
+    padded[rows, context_length + np.arange(len(codes)) - np.repeat(starts, lengths)] = codes
+    padded[np.arange(len(names)), context_length + lengths] = VOCAB.index(STOP)
+
+    windows = np.lib.stride_tricks.sliding_window_view(padded, context_length + 1, axis=1)
+    valid = np.arange(windows.shape[1])[None, :] <= lengths[:, None]
+    selected = torch.from_numpy(np.ascontiguousarray(windows[valid]))
+    return selected[:, :-1], selected[:, 1:]
+
+
+class CharWindows(Dataset):
+    """Hands out whole batches by tensor indexing (`__getitems__`), never sample by sample."""
+
+    def __init__(self, inputs: torch.Tensor, targets: torch.Tensor):
+        self.inputs, self.targets = inputs, targets
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def __getitem__(self, index: int):
+        return self.__getitems__([index])
+
+    def __getitems__(self, indices: list[int]):
+        selection = torch.as_tensor(indices)
+        return self.inputs[selection].long(), self.targets[selection].long()
+
+
+def keep_batch(batch):
+    """The collate step for datasets that already return a whole batch."""
+    return batch
+
+
+class PetNamesDataModule(LightningDataModule):
+    def __init__(
+        self,
+        names_path: str = "data/pet_names.txt",
+        context_length: int = 8,
+        val_fraction: float = 0.1,
+        seed: int = 42,
+        batch_size: int = 16384,
+        num_workers: int = 0,
+        num_names_to_generate: int = 50,
+    ):
+        """
+        Args:
+            names_path: a text file (one name per line) or a JSON list of names.
+            context_length: characters the model sees before predicting the next; the reference uses 8.
+            val_fraction: share of distinct names held out for validation (split by name, seeded).
+            num_names_to_generate: how many names `cli.py predict` samples.
+        """
+        super().__init__()
+        if not 0 <= val_fraction < 1:
+            raise UserInputError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        self.save_hyperparameters()
+        self.names: list[str] = []
+        self.dropped_names = 0
+        self.train_windows: CharWindows | None = None
+        self.val_windows: CharWindows | None = None
+
+    @property
+    def vocab(self) -> str:
+        return VOCAB
+
+    @property
+    def context_length(self) -> int:
+        return self.hparams.context_length
+
+    def setup(self, stage: str) -> None:
+        if self.names:
+            return
+        path = Path(self.hparams.names_path)
+        raw_names = read_names(path)
+        self.names, dropped = clean_names(raw_names)
+        if not self.names:
+            raise UserInputError(f"names file {path} has no usable name: {dropped} of {len(raw_names)} are empty or use characters outside {ALPHABET!r}")
+        log.info("pet names: kept %d of %d, dropped %d (empty or outside %r)", len(self.names), len(raw_names), dropped, ALPHABET)
+        self.dropped_names = dropped
+
+        distinct = sorted(set(self.names))
+        generator = torch.Generator().manual_seed(self.hparams.seed)
+        order = torch.randperm(len(distinct), generator=generator).tolist()
+        num_val = int(len(distinct) * self.hparams.val_fraction)
+        val_names = {distinct[i] for i in order[:num_val]}
+        train = [name for name in self.names if name not in val_names]
+        val = [name for name in self.names if name in val_names]
+        self.train_windows = CharWindows(*encode_windows(train, self.context_length))
+        self.val_windows = CharWindows(*encode_windows(val, self.context_length)) if val else None
+
+    def _loader(self, dataset: Dataset, shuffle: bool, batch_size: int | None = None) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=batch_size or self.hparams.batch_size,
+            shuffle=shuffle,
+            collate_fn=keep_batch,
+            num_workers=self.hparams.num_workers,
+            persistent_workers=self.hparams.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_windows, shuffle=True)
+
+    def val_dataloader(self):
+        return self._loader(self.val_windows, shuffle=False) if self.val_windows is not None else []
+
+    def predict_dataloader(self) -> DataLoader:
+        """One item per name to generate; the model samples a whole batch of names at once."""
+        count = self.hparams.num_names_to_generate
+        return DataLoader(torch.arange(count), batch_size=max(1, min(count, 1024)))

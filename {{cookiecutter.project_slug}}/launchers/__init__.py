@@ -1,0 +1,31 @@
+"""Launchers run the same cli.py job as several processes somewhere else, such as the workers of a Dask cluster.
+
+cli.py imports this package on every start to add the `dask` options to its parser, so it must stay
+light: Dask itself is imported only by `launchers.dask_launcher`, when a run asks for it.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass
+class DaskOptions:
+    """Train with DDP across the workers of a Dask cluster, one rank per worker (needs the `dask` extra).
+
+    Args:
+        n_workers: Start an embedded LocalCluster with this many worker processes. With `address`,
+            use only this many of the existing cluster's workers (by default all of them).
+        address: Scheduler address of an existing cluster, e.g. tcp://HOST:8786.
+        restart: Restart the cluster's workers before the run, which clears their memory.
+        timeout_s: Seconds that the rendezvous and every collective may wait for the other ranks
+            before the run fails instead of hanging.
+    """
+
+    n_workers: int | None = None
+    address: str | None = None
+    restart: bool = False
+    timeout_s: float = 600.0
+
+
+def dask_requested(options) -> bool:
+    """Whether the parsed `dask` section (a Namespace or a DaskOptions) asks for a Dask launch."""
+    return options is not None and (options.n_workers is not None or options.address is not None)

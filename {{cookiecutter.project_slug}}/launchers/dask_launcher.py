@@ -1,0 +1,353 @@
+"""`--dask.n_workers N` / `--dask.address tcp://HOST:8786`: the same cli.py run as DDP over the workers of a Dask cluster.
+
+The client (this process) only parses the config. It pins one `dask_worker.run_rank` task to each
+worker, and each task runs cli.py as one DDP rank. While they train, rank 0's epoch metrics arrive
+here as Dask events; at the end rank 0's run directory (metrics, checkpoints) comes back as bytes
+and is written to this machine's log directory. A task that raises or a worker that dies stops the
+run: the client names the rank, the worker and the cause, cancels the rest and exits non-zero.
+"""
+
+import inspect
+import logging
+import os
+import re
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import timedelta
+from importlib import import_module
+from pathlib import Path
+
+import dask
+import yaml
+from distributed import Client, LocalCluster
+from distributed.comm import get_address_host
+from distributed.utils import open_port
+from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
+
+from errors import UserInputError, find_user_error, one_line
+from launchers import DaskOptions
+from launchers.dask_worker import DaskRankEnvironment, MetricsToClient, run_rank
+
+log = logging.getLogger(__name__)
+log.setLevel(logging.INFO)
+if not logging.getLogger().hasHandlers():
+    log.addHandler(logging.StreamHandler(sys.stdout))
+    log.propagate = False
+
+POLL_S = 0.5
+# After a first failure, how long to keep watching so that the report names a dead worker (the cause)
+# rather than the other ranks' broken-connection errors (the symptom).
+SETTLE_S = 2.0
+# Seconds for cluster housekeeping: connecting, restarting workers, picking the port.
+CLUSTER_TIMEOUT_S = 60
+DEATH_MESSAGE = re.compile(r"Worker process (\d+) (.+)")
+VERSION_DIR = re.compile(r"version_(\d+)")
+EMBEDDED_CLUSTER_CONFIG = {
+    # DataLoader workers are child processes, which a daemonic Dask worker may not start.
+    "distributed.worker.daemon": False,
+    # Dask's background work takes the GIL and a core from training (measured: ~15% of a short
+    # run's training time): no task profiler, which samples the training thread's stack every
+    # 10 ms, and slower event-loop, system and memory monitors.
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    # Pinned tasks cannot move, so the scheduler need not look for tasks to steal.
+    "distributed.scheduler.work-stealing": False,
+}
+REMOVAL_STIMULI = {
+    "handle-worker-cleanup": "its connection to the scheduler closed",
+    "check-worker-ttl": "the scheduler heard nothing from it for distributed.scheduler.worker-ttl",
+}
+# Special --ckpt_path values Lightning resolves itself; a path is read here and sent to the workers.
+CHECKPOINT_KEYWORDS = {"last", "best", "hpc", "registry"}
+
+
+def launch(subcommand: str, config, parser) -> None:
+    """Run `subcommand` with the parsed `config` on the Dask cluster the config's `dask` section names."""
+    options = DaskOptions(**config.dask.as_dict())
+    if options.n_workers is not None and options.n_workers < 1:
+        raise UserInputError(f"--dask.n_workers must be at least 1, got {options.n_workers}")
+    if options.timeout_s <= 0:
+        raise UserInputError(f"--dask.timeout_s must be positive, got {options.timeout_s}")
+    resolved = yaml.safe_load(parser.dump(config, skip_none=False))
+    strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"), options.timeout_s)
+    check_one_device_per_rank(resolved["trainer"])
+    checkpoint = read_local_checkpoint(resolved.get("ckpt_path"))
+
+    with ExitStack() as stack:
+        client, embedded = stack.enter_context(connected_client(options))
+        death_reasons = stack.enter_context(recorded_worker_deaths())
+        if options.restart:
+            log.info("dask: restarting the cluster's workers")
+            client.restart(timeout=CLUSTER_TIMEOUT_S)
+        workers = chosen_workers(client, options)
+        pids = client.run(os.getpid, workers=workers)
+        main_address = get_address_host(workers[0])
+        main_port = client.submit(open_port, workers=[workers[0]], pure=False, allow_other_workers=False).result(timeout=CLUSTER_TIMEOUT_S)
+        for rank, worker in enumerate(workers):
+            log.info(f"dask: rank {rank} on worker {worker} (pid {pids[worker]})")
+
+        topic = f"lightning-dask-{uuid.uuid4().hex}"
+        client.subscribe_topic(topic, show_metrics)
+        rank_config = yaml.safe_dump(rank_run_config(resolved, strategy, len(workers), topic), sort_keys=False)
+        shipped_checkpoint = client.scatter(checkpoint, broadcast=True) if checkpoint is not None else None
+        futures = [
+            client.submit(
+                run_rank, subcommand, rank_config, rank, len(workers), main_address, main_port, shipped_checkpoint,
+                key=f"{topic}-rank{rank}", workers=[worker], pure=False, allow_other_workers=False,
+            )
+            for rank, worker in enumerate(workers)
+        ]
+        try:
+            failed = wait_for_ranks(client, futures, workers)
+        except BaseException:  # Ctrl-C here must not leave ranks training on an existing cluster
+            stop_ranks(client, futures, workers, embedded)
+            raise
+        if failed:
+            failure = run_failure(client, failed, futures, workers, pids, death_reasons)
+            stop_ranks(client, futures, workers, embedded)
+            raise failure
+        destination = write_run_dir(futures[0].result(), client_output_root(resolved), parser.dump(config, skip_none=False))
+        log.info(f"dask: rank 0's results are in {destination}")
+
+
+@contextmanager
+def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
+    """A client of the cluster at `options.address`, or of an embedded LocalCluster that is closed on exit."""
+    if options.address is not None:
+        try:
+            client = Client(options.address, timeout=CLUSTER_TIMEOUT_S)
+        except OSError as error:
+            raise UserInputError(f"cannot reach the Dask scheduler at {options.address} ({one_line(error)}); check --dask.address") from error
+        with client:
+            yield client, False
+        return
+    threads_per_rank = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // options.n_workers))
+    with dask.config.set(EMBEDDED_CLUSTER_CONFIG):
+        log.info(f"dask: starting a LocalCluster with {options.n_workers} worker processes")
+        with LocalCluster(
+            n_workers=options.n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            # The client reports a failed task itself, in one line; the workers' own error logs would repeat it.
+            silence_logs=logging.CRITICAL,
+            env={"OMP_NUM_THREADS": threads_per_rank, "MKL_NUM_THREADS": threads_per_rank},
+        ) as cluster, Client(cluster) as client:
+            yield client, True
+
+
+class WorkerDeathLog(logging.Handler):
+    """Keeps the nanny's "Worker process PID was killed by signal 9" lines, the cause of a death on an embedded cluster."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.reasons: dict[int, str] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        match = DEATH_MESSAGE.fullmatch(record.getMessage())
+        if match:
+            self.reasons[int(match.group(1))] = match.group(2)
+
+
+@contextmanager
+def recorded_worker_deaths() -> Iterator[dict[int, str]]:
+    """pid -> how that worker process ended, as reported by the nannies running in this process."""
+    handler = WorkerDeathLog()
+    nanny_log = logging.getLogger("distributed.nanny")
+    nanny_log.addHandler(handler)
+    try:
+        yield handler.reasons
+    finally:
+        nanny_log.removeHandler(handler)
+
+
+def chosen_workers(client: Client, options: DaskOptions) -> list[str]:
+    """Worker addresses in a stable order; rank i runs on the i-th."""
+    if options.n_workers is not None:
+        try:
+            client.wait_for_workers(options.n_workers, timeout=CLUSTER_TIMEOUT_S)
+        except TimeoutError as error:
+            found = len(client.scheduler_info()["workers"])
+            raise UserInputError(f"the Dask cluster has {found} worker(s) but --dask.n_workers asks for {options.n_workers}") from error
+    workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise UserInputError(f"the Dask cluster at {options.address} has no workers")
+    return workers[: options.n_workers]
+
+
+def rank_strategy(strategy, timeout_s: float) -> dict:
+    """The trainer.strategy entry every rank runs: the chosen DDP-style strategy with the launcher's timeout."""
+    if isinstance(strategy, dict):
+        module_name, _, class_name = strategy["class_path"].rpartition(".")
+        strategy_class = getattr(import_module(module_name), class_name)
+        init_args = dict(strategy.get("init_args") or {})
+    elif strategy == "auto":
+        strategy_class, init_args = DDPStrategy, {}
+    elif isinstance(strategy, str) and strategy in StrategyRegistry:
+        strategy_class, init_args = StrategyRegistry[strategy]["strategy"], dict(StrategyRegistry[strategy]["init_params"])
+    else:
+        strategy_class, init_args = None, {}
+    if not (isinstance(strategy_class, type) and issubclass(strategy_class, DDPStrategy)):
+        raise UserInputError(
+            f"the Dask launcher runs one DDP process per worker; --trainer.strategy {strategy} is not DDP-based (use ddp or pipeline)"
+        )
+    # Dask started the processes: a spawn or fork start method would make Lightning start more.
+    init_args.pop("start_method", None)
+    parameters = inspect.signature(strategy_class).parameters
+    if "timeout" in parameters:
+        init_args["timeout"] = str(timedelta(seconds=timeout_s))
+    else:
+        log.warning(f"dask: {strategy_class.__name__} takes no timeout, so --dask.timeout_s does not apply to its collectives")
+    return {"class_path": f"{strategy_class.__module__}.{strategy_class.__qualname__}", "init_args": init_args}
+
+
+def check_one_device_per_rank(trainer: dict) -> None:
+    """Each Dask worker runs one rank on one device; more devices or nodes would contradict the worker count."""
+    if str(trainer.get("devices", "auto")) not in ("auto", "1") or trainer.get("num_nodes", 1) != 1:
+        raise UserInputError(
+            "with --dask.* every worker runs one rank on one device: drop --trainer.devices/--trainer.num_nodes "
+            "and choose the number of ranks with --dask.n_workers"
+        )
+
+
+def read_local_checkpoint(ckpt_path: str | None) -> bytes | None:
+    """The bytes of a --ckpt_path on this machine, which the workers may not see; None leaves the path to them."""
+    if ckpt_path is None or ckpt_path in CHECKPOINT_KEYWORDS or not Path(ckpt_path).is_file():
+        return None
+    return Path(ckpt_path).read_bytes()
+
+
+def rank_run_config(resolved: dict, strategy: dict, world_size: int, topic: str) -> dict:
+    """The config every rank runs: the user's, minus the dask section, as one DDP process per node."""
+    config = {key: value for key, value in resolved.items() if key != "dask"}
+    trainer = config["trainer"] = dict(config["trainer"])
+    trainer.update(strategy=strategy, devices=1, num_nodes=world_size)
+    trainer["plugins"] = [*as_list(trainer.get("plugins")), {"class_path": class_path(DaskRankEnvironment)}]
+    trainer["callbacks"] = [*as_list(trainer.get("callbacks")), {"class_path": class_path(MetricsToClient), "init_args": {"topic": topic}}]
+    return config
+
+
+def as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def show_metrics(event: tuple[float, dict]) -> None:
+    """Print one epoch's metrics from rank 0 (a Dask event) on the client."""
+    _, message = event
+    values = "  ".join(f"{name} {value:.4g}" for name, value in sorted(message["metrics"].items()))
+    where = f"epoch {message['epoch']} step {message['step']}" if message["stage"] == "fit" else message["stage"]
+    log.info(f"dask: {where}: {values}")
+
+
+def wait_for_ranks(client: Client, futures: list, workers: list[str]) -> set[int]:
+    """Block until every rank finished (returns an empty set) or one failed (returns the ranks that failed)."""
+    first_failure_at = None
+    while True:
+        alive = set(client.nthreads())  # the cheapest way to ask the scheduler which workers it has
+        failed = {
+            rank
+            for rank, (future, worker) in enumerate(zip(futures, workers))
+            if future.status in ("error", "cancelled") or (future.status == "pending" and worker not in alive)
+        }
+        if not failed and all(future.status == "finished" for future in futures):
+            return set()
+        if failed:
+            first_failure_at = first_failure_at or time.monotonic()
+            settled = all(future.status == "finished" or rank in failed for rank, future in enumerate(futures))
+            if settled or time.monotonic() - first_failure_at >= SETTLE_S:
+                return failed
+        time.sleep(POLL_S)
+
+
+def stop_ranks(client: Client, futures: list, workers: list[str], embedded: bool) -> None:
+    """Cancel every rank; on an existing cluster also restart the workers whose rank is still running.
+
+    Cancelling a running task does not stop its thread, which would wait in a collective for the
+    failed rank until the timeout. An embedded cluster is closed right after, which ends them all.
+    """
+    alive = set(client.scheduler_info()["workers"])
+    still_running = [worker for future, worker in zip(futures, workers) if future.status == "pending" and worker in alive]
+    client.cancel(futures, force=True)
+    if still_running and not embedded:
+        log.info(f"dask: restarting workers {still_running}, whose ranks were still running")
+        client.restart_workers(still_running, timeout=CLUSTER_TIMEOUT_S, raise_for_error=False)
+
+
+def run_failure(
+    client: Client, failed: set[int], futures: list, workers: list[str], pids: dict[str, int], death_reasons: dict[int, str]
+) -> Exception:
+    """One line naming each failed rank, its worker and why; a UserInputError when a rank reported one."""
+    # A dead worker or a cancelled task is the cause; the other ranks' errors are then broken connections.
+    causes, errors = [], []
+    for rank in sorted(failed):
+        worker = workers[rank]
+        where = f"rank {rank} (Dask worker {worker}, pid {pids[worker]})"
+        if futures[rank].status == "error":
+            errors.append((where, futures[rank].exception()))
+        elif futures[rank].status == "cancelled":
+            causes.append(f"{where} was cancelled outside this run")
+        else:
+            causes.append(f"{where} died: {death_reasons.get(pids[worker]) or removal_reason(client, worker)}")
+    user_errors = [(where, find_user_error(error)) for where, error in errors if find_user_error(error) is not None]
+    if user_errors and not causes:
+        where, user_error = user_errors[0]
+        return UserInputError(f"{where}: {one_line(user_error)}")
+    for where, error in errors if not causes else []:
+        log.error(f"dask: {where} raised:\n{''.join(traceback.format_exception(error))}")
+    reports = causes + [f"{where} failed: {type(error).__name__}: {one_line(error)}" for where, error in errors]
+    # A rank still running when another timed out waiting for it is the one that hung.
+    running = [
+        f"rank {rank} (Dask worker {workers[rank]})" for rank, future in enumerate(futures) if rank not in failed and future.status == "pending"
+    ]
+    if running:
+        reports.append(f"still running: {', '.join(running)}")
+    return SystemExit(f"error: the Dask run stopped: {'; '.join(reports)}")
+
+
+def removal_reason(client: Client, worker: str) -> str:
+    """Why the scheduler dropped a worker whose nanny, if any, is not in this process to say how its process ended."""
+    removals = [message for _, message in client.get_events(worker) if message.get("action") == "remove-worker"]
+    stimulus = re.sub(r"-[\d.]+$", "", removals[-1]["stimulus_id"]) if removals else None
+    explanation = REMOVAL_STIMULI.get(stimulus, f"the scheduler removed it ({stimulus})" if stimulus else "it left the cluster")
+    return f"{explanation}; see the worker's log (crashed, killed or out of memory?)"
+
+
+def client_output_root(resolved: dict) -> Path:
+    """Where the run's logs would go on this machine: the first logger's save_dir, else the trainer's root dir."""
+    trainer = resolved["trainer"]
+    for logger in as_list(trainer.get("logger")):
+        if isinstance(logger, dict) and (logger.get("init_args") or {}).get("save_dir"):
+            return Path(logger["init_args"]["save_dir"])
+    return Path(trainer.get("default_root_dir") or ".")
+
+
+def write_run_dir(result: dict, output_root: Path, config_yaml: str) -> Path:
+    """Write rank 0's run directory under `output_root`, as the next free version_N, with the client's config."""
+    run_dir = Path(result["run_dir"])
+    if VERSION_DIR.fullmatch(run_dir.name):
+        run_dir = run_dir.with_name(f"version_{next_version(output_root / run_dir.parent)}")
+    destination = output_root / run_dir
+    for relative_path, data in result["files"].items():
+        path = destination / relative_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    # The config that reproduces this run is the client's, with its dask section, not the one each rank ran.
+    (destination / "config.yaml").write_text(config_yaml)
+    return destination
+
+
+def next_version(parent: Path) -> int:
+    versions = [int(match.group(1)) for path in parent.glob("version_*") if (match := VERSION_DIR.fullmatch(path.name))]
+    return max(versions, default=-1) + 1

@@ -1,0 +1,1 @@
+"""LightningModules: how each example network is trained, validated and used for prediction."""

@@ -1,0 +1,79 @@
+"""Shared training logic of the image classifiers: loss, accuracy, confidence, optimizers."""
+
+import torch
+from lightning.pytorch import LightningModule
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import nn
+from torch.nn import functional as F
+from torchmetrics import MeanMetric, MetricCollection
+from torchmetrics.classification import MulticlassAccuracy
+
+from lightning_modules.optimization import configure_optimization
+
+
+def _accuracy_metrics(num_classes: int) -> MetricCollection:
+    metrics = {"acc": MulticlassAccuracy(num_classes, top_k=1, average="micro")}
+    if num_classes >= 5:
+        metrics["acc_top5"] = MulticlassAccuracy(num_classes, top_k=5, average="micro")
+    return MetricCollection(metrics)
+
+
+class ClassificationModule(LightningModule):
+    """Trains `self.network` (set by the subclass) with cross-entropy.
+
+    Logs `train/loss` (per step), `train/epoch_loss` (epoch mean), `train/acc`, `val/loss`, `val/acc`, `val/acc_top5` (five or more
+    classes), `val/confidence` (mean softmax probability of the predicted class) and the same
+    under `test/`. One metric object per stage, so the stages never mix their state. The
+    steps return their logits so callbacks (prediction tables, confusion matrix) need not
+    run the network again.
+    """
+
+    network: nn.Module
+
+    def __init__(self, num_classes: int, optimizer: OptimizerCallable, scheduler: LRSchedulerCallable | None):
+        super().__init__()
+        self.num_classes = num_classes
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.train_metrics = _accuracy_metrics(num_classes).clone(prefix="train/")
+        self.val_metrics = _accuracy_metrics(num_classes).clone(prefix="val/")
+        self.test_metrics = _accuracy_metrics(num_classes).clone(prefix="test/")
+        self.val_confidence = MeanMetric()
+        self.test_confidence = MeanMetric()
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.network(images)
+
+    def training_step(self, batch, batch_idx):
+        images, labels = batch
+        logits = self(images)
+        loss = F.cross_entropy(logits, labels)
+        self.train_metrics.update(logits, labels)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
+        self.log("train/epoch_loss", loss, on_step=False, on_epoch=True, batch_size=len(labels))
+        self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(labels))
+        return {"loss": loss, "logits": logits.detach()}
+
+    def validation_step(self, batch, batch_idx):
+        return self._evaluate(batch, "val", self.val_metrics, self.val_confidence)
+
+    def test_step(self, batch, batch_idx):
+        return self._evaluate(batch, "test", self.test_metrics, self.test_confidence)
+
+    def _evaluate(self, batch, stage: str, metrics: MetricCollection, confidence: MeanMetric) -> dict:
+        images, labels = batch
+        logits = self(images)
+        loss = F.cross_entropy(logits, labels)
+        metrics.update(logits, labels)
+        confidence.update(logits.softmax(dim=-1).amax(dim=-1))
+        self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(labels))
+        self.log_dict(metrics, prog_bar=True, batch_size=len(labels))
+        self.log(f"{stage}/confidence", confidence, batch_size=len(labels))
+        return {"logits": logits.detach()}
+
+    def predict_step(self, batch, batch_idx):
+        images = batch[0] if isinstance(batch, (list, tuple)) else batch
+        return self(images).softmax(dim=-1)
+
+    def configure_optimizers(self):
+        return configure_optimization(self, self.optimizer, self.scheduler)

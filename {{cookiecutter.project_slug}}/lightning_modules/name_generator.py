@@ -1,0 +1,94 @@
+"""The LSTM example: a character-level language model that invents pet names."""
+
+import torch
+from lightning.pytorch import LightningModule
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch.nn import functional as F
+from torchmetrics.text import Perplexity
+
+from errors import UserInputError
+from lightning_modules.optimization import configure_optimization
+from models.char_lstm import CharLSTM
+
+PAD_INDEX, STOP_INDEX = 0, 1
+
+
+class NameGenerator(LightningModule):
+    """Learns P(next character | previous ones) on fixed windows; generates names one character at a time.
+
+    Logs `train/loss` and `val/loss` (cross-entropy per predicted character, padding
+    excluded) and `train/perplexity`, `val/perplexity`. Prediction returns generated names.
+    """
+
+    def __init__(
+        self,
+        vocab: str,
+        context_length: int = 8,
+        hidden_size: int = 128,
+        num_layers: int = 4,
+        dropout: float = 0.0,
+        temperature: float = 1.0,
+        max_name_length: int = 30,
+        exclude_training_names: bool = True,
+        optimizer: OptimizerCallable = torch.optim.Adam,
+        scheduler: LRSchedulerCallable | None = None,
+    ):
+        """
+        Args:
+            vocab: characters in index order, padding first and stop second; linked from the datamodule.
+            context_length: window length the model is trained on; linked from the datamodule.
+            temperature: >1 gives wilder names, <1 safer ones.
+            max_name_length: generation stops here when no stop character came.
+            exclude_training_names: drop generated names that occur in the training data.
+        """
+        super().__init__()
+        if len(vocab) < 3:
+            raise UserInputError(f"vocab must hold padding, stop and at least one character, got {vocab!r}")
+        if temperature <= 0:
+            raise UserInputError(f"temperature must be positive, got {temperature}")
+        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.network = CharLSTM(len(vocab), hidden_size, num_layers, dropout)
+        self.val_perplexity = Perplexity(ignore_index=PAD_INDEX)
+        self.known_names: set[str] = set()
+
+    def forward(self, chars: torch.Tensor) -> torch.Tensor:
+        return self.network(chars)[0]
+
+    def _loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        inputs, targets = batch
+        logits = self(inputs)
+        return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_INDEX), logits, targets
+
+    def training_step(self, batch, batch_idx):
+        loss, _, targets = self._loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(targets))
+        self.log("train/perplexity", loss.exp(), batch_size=len(targets))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        loss, logits, targets = self._loss(batch)
+        self.val_perplexity.update(logits, targets)
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(targets))
+        self.log("val/perplexity", self.val_perplexity, prog_bar=True, batch_size=len(targets))
+
+    def on_predict_start(self) -> None:
+        datamodule = self.trainer.datamodule
+        self.known_names = set(datamodule.names) if self.hparams.exclude_training_names and datamodule is not None else set()
+
+    def predict_step(self, batch, batch_idx) -> list[str]:
+        """`batch` holds one entry per name to generate; empty and already known names are dropped."""
+        names = self.generate(len(batch))
+        return [name for name in names if name and name not in self.known_names]
+
+    def generate(self, num_names: int) -> list[str]:
+        hparams = self.hparams
+        samples, lengths = self.network.sample(
+            num_names, PAD_INDEX, STOP_INDEX, hparams.context_length, hparams.max_name_length, hparams.temperature
+        )
+        vocab = hparams.vocab
+        return ["".join(vocab[i] for i in row[:length]) for row, length in zip(samples.tolist(), lengths.tolist())]
+
+    def configure_optimizers(self):
+        return configure_optimization(self, self.optimizer, self.scheduler)

@@ -1,0 +1,1 @@
+"""Plain `nn.Module` networks. They know nothing about Lightning, devices or processes."""

@@ -1,0 +1,62 @@
+"""Character-level LSTM language model with batched, stateful sampling."""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class CharLSTM(nn.Module):
+    """Predicts the next character from one-hot characters (the reference's input encoding)."""
+
+    def __init__(self, vocab_size: int, hidden_size: int = 128, num_layers: int = 4, dropout: float = 0.0):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.lstm = nn.LSTM(vocab_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
+        self.head = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, chars: torch.Tensor, state=None):
+        """`chars` holds character indices of shape (batch, time); returns logits and the LSTM state."""
+        outputs, state = self.lstm(F.one_hot(chars, self.vocab_size).to(self.head.weight.dtype), state)
+        return self.head(outputs), state
+
+    @torch.no_grad()
+    def sample(
+        self,
+        num_samples: int,
+        pad_index: int,
+        stop_index: int,
+        context_length: int,
+        max_length: int,
+        temperature: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample `num_samples` sequences at once, feeding each new character into the carried state.
+
+        Starts from `context_length` padding characters, as training windows do; that prefix is
+        the same for every sequence, so it runs once and its state is shared. Finished
+        sequences leave the batch, so the cost follows the characters generated, not the
+        longest name. Returns the sampled indices (num_samples, max_length), stop-filled after
+        each sequence's end, and each sequence's length.
+        """
+        device = self.head.weight.device
+        prime = torch.full((1, context_length), pad_index, dtype=torch.long, device=device)
+        logits, state = self(prime)
+        next_logits = logits[:, -1].expand(num_samples, -1).clone()
+        state = tuple(tensor.expand(-1, num_samples, -1).contiguous() for tensor in state)
+        samples = torch.full((num_samples, max_length), stop_index, dtype=torch.long, device=device)
+        lengths = torch.full((num_samples,), max_length, dtype=torch.long, device=device)
+        active = torch.arange(num_samples, device=device)
+        for position in range(max_length):
+            next_logits[:, pad_index] = float("-inf")
+            probabilities = torch.softmax(next_logits.float() / temperature, dim=-1)
+            chars = torch.multinomial(probabilities, 1, generator=generator).squeeze(1)
+            samples[active, position] = chars
+            continuing = chars != stop_index
+            lengths[active[~continuing]] = position
+            if not bool(continuing.any()):
+                break
+            active, chars = active[continuing], chars[continuing]
+            state = tuple(tensor[:, continuing] for tensor in state)
+            logits, state = self(chars[:, None], state)
+            next_logits = logits[:, -1]
+        return samples, lengths

@@ -1,0 +1,34 @@
+"""A multilayer perceptron for small images, declared as a chain of stages."""
+
+from torch import nn
+
+from models.staged import run_stages
+
+
+def _split_evenly(blocks: list[nn.Module], num_stages: int) -> list[nn.Sequential]:
+    if not 1 <= num_stages <= len(blocks):
+        raise ValueError(f"num_stages must be between 1 and the number of layers ({len(blocks)}), got {num_stages}")
+    bounds = [round(i * len(blocks) / num_stages) for i in range(num_stages + 1)]
+    return [nn.Sequential(*blocks[start:end]) for start, end in zip(bounds, bounds[1:])]
+
+
+class StagedMLP(nn.Module):
+    """Flatten, then Linear+ReLU blocks, then a Linear classifier, grouped into `num_stages` stages.
+
+    The default 784-200-10 in two stages is the reference's layer-per-GPU network.
+    """
+
+    def __init__(self, input_size: int = 784, hidden_sizes: tuple[int, ...] = (200,), num_classes: int = 10, num_stages: int = 2):
+        super().__init__()
+        sizes = [input_size, *hidden_sizes]
+        blocks: list[nn.Module] = [nn.Sequential(nn.Linear(n_in, n_out), nn.ReLU()) for n_in, n_out in zip(sizes, sizes[1:])]
+        blocks.append(nn.Linear(sizes[-1], num_classes))
+        stages = _split_evenly(blocks, num_stages)
+        stages[0].insert(0, nn.Flatten())
+        self.blocks = nn.ModuleList(stages)
+
+    def stages(self) -> list[nn.Module]:
+        return list(self.blocks)
+
+    def forward(self, images):
+        return run_stages(self.stages(), images)

@@ -1,0 +1,79 @@
+"""Shrunken real runs: the example configs with few batches, small generated images and tmp dirs."""
+
+import csv
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import cli  # noqa: E402
+
+# One config per example, for the tests that hold for every example.
+EXAMPLE_CONFIGS = [
+    "cnn.yaml",  # cookiecutter: only with cnn
+    "lstm.yaml",  # cookiecutter: only with lstm
+    "mlp.yaml",  # cookiecutter: only with mlp
+]
+
+
+@pytest.fixture(scope="session")
+def shapes_root(tmp_path_factory) -> Path:
+    """Where the image examples write their generated stand-in data once per test session."""
+    return tmp_path_factory.mktemp("generated")
+
+
+def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, *extra: str) -> list[str]:
+    """Arguments that shrink an example config to a seconds-long CPU run writing under `log_dir`."""
+    args = [
+        "--config", str(ROOT / "configs" / config),
+        "--trainer.max_epochs", "1",
+        "--trainer.limit_train_batches", "3",
+        "--trainer.limit_val_batches", "2",
+        "--trainer.log_every_n_steps", "1",
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false",
+        "--trainer.logger.init_args.save_dir", str(log_dir),
+    ]
+    # cookiecutter: only with cnn or mlp
+    if config in (
+        "cnn.yaml",  # cookiecutter: only with cnn
+        "mlp.yaml",  # cookiecutter: only with mlp
+    ):
+        args += [
+            "--data.init_args.root", str(shapes_root),
+            "--data.init_args.images_per_class", "12",
+            "--data.init_args.canvas_size", "32",
+            "--data.init_args.num_workers", "0",
+            "--data.init_args.batch_size", "8",
+        ]
+    # cookiecutter: end
+    # cookiecutter: only with cnn
+    if config == "cnn.yaml":
+        args += ["--data.init_args.image_size", "32"]
+    # cookiecutter: end
+    # cookiecutter: only with lstm
+    if config == "lstm.yaml":
+        args += ["--data.init_args.batch_size", "256"]
+    # cookiecutter: end
+    return args + list(extra)
+
+
+def run_cli(subcommand: str, args: list[str]) -> None:
+    cli.main([subcommand, *args])
+
+
+def read_metrics(log_dir: Path) -> list[dict[str, str]]:
+    (metrics_file,) = log_dir.rglob("metrics.csv")
+    with metrics_file.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def last_value(rows: list[dict[str, str]], key: str) -> float:
+    values = [float(row[key]) for row in rows if row.get(key) not in (None, "")]
+    assert values, f"{key} was never logged"
+    return values[-1]

@@ -1,0 +1,60 @@
+"""Helpers for the strategy tests: real `cli.py` runs in fresh processes, and what they leave on disk."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_processes(subcommand: str, args: list[str], timeout: float = 240) -> tuple[int, str]:
+    """`python cli.py ...` in its own process group, so a hung multi-process run is killed whole."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    process = subprocess.Popen(
+        [sys.executable, "cli.py", subcommand, *args],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"cli.py {subcommand} did not finish in {timeout} s:\n{output[-3000:]}")
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return process.returncode, output
+
+
+def run_ok(subcommand: str, args: list[str]) -> str:
+    code, output = run_processes(subcommand, args)
+    assert code == 0, output[-4000:]
+    return output
+
+
+def checkpoint(log_dir: Path, name: str = "last.ckpt") -> dict:
+    (path,) = log_dir.rglob(name)
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def checkpoint_path(log_dir: Path, name: str) -> Path:
+    (path,) = log_dir.rglob(name)
+    return path
+
+
+def largest_difference(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor]) -> float:
+    assert first.keys() == second.keys()
+    return max(float((first[key].float() - second[key].float()).abs().max()) for key in first)
+
+
+def optimizer_tensors(state: dict) -> dict[str, torch.Tensor]:
+    """Optimizer state flattened to {"<param index>.<name>": tensor}, comparable across strategies."""
+    assert len(state["param_groups"]) == 1
+    return {f"{index}.{name}": value for index, entry in state["state"].items() for name, value in entry.items() if torch.is_tensor(value)}

@@ -1,0 +1,157 @@
+"""The Dask launcher on real LocalClusters with two worker processes: same losses as DDP, results on the client, failures reported."""
+
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import EXAMPLE_CONFIGS, ROOT, read_metrics, run_cli, small_run_args
+
+SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+FAILURE_REPORT_S = 60
+
+PROBE_IMPORTS = """
+import sys
+sys.path.insert(0, {root!r})
+import cli
+for args in (["fit", "--help"], {fit_args!r}):
+    try:
+        cli.main(args)
+    except SystemExit as exit:
+        assert exit.code == 0, exit.code
+print(sorted({{name.split(".")[0] for name in sys.modules}} & {{"dask", "distributed"}}))
+"""
+
+
+def losses(log_dir: Path) -> list[float]:
+    return [float(row["train/loss"]) for row in read_metrics(log_dir) if row.get("train/loss")]
+
+
+def start_ddp_baseline(args: list[str]) -> subprocess.Popen:
+    """The same run as two processes launched by Lightning itself (`--trainer.strategy ddp --trainer.devices 2`)."""
+    command = [sys.executable, "cli.py", "fit", *args, "--trainer.strategy", "ddp", "--trainer.devices", "2"]
+    return subprocess.Popen(command, cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_plain_run_and_help_never_import_dask(tmp_path, shapes_root):
+    fit_args = ["fit", *small_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root)]
+    probe = PROBE_IMPORTS.format(root=str(ROOT), fit_args=fit_args)
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_options_that_cannot_work_fail_before_any_cluster_starts(tmp_path, shapes_root, capsys):
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path, shapes_root, "--dask.n_workers", "2")
+    for extra, message in (
+        (["--trainer.devices", "2"], "one rank on one device"),
+        (["--trainer.strategy", "layer_split"], "not DDP-based"),  # cookiecutter: only with mlp
+        (["--dask.n_workers", "0"], "at least 1"),
+        (["--dask.timeout_s", "0"], "must be positive"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli("fit", [*args, *extra])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def fit_through_dask_matches_ddp(config: str, tmp_path: Path, shapes_root: Path, caplog) -> None:
+    args = small_run_args(config, tmp_path / "ddp", shapes_root, "--trainer.max_epochs", "2")
+    baseline = start_ddp_baseline(args)
+    caplog.set_level(logging.INFO, logger="launchers.dask_launcher")
+    run_cli("fit", small_run_args(config, tmp_path / "dask", shapes_root, "--trainer.max_epochs", "2", "--dask.n_workers", "2"))
+    baseline_output, _ = baseline.communicate(timeout=300)
+    assert baseline.returncode == 0, baseline_output[-3000:]
+
+    assert losses(tmp_path / "dask") == pytest.approx(losses(tmp_path / "ddp"), rel=1e-5)
+    assert len(losses(tmp_path / "dask")) == 2 * 3, "rank 0 logged every step of both epochs"
+
+    (run_dir,) = (tmp_path / "dask").glob("*/version_0")
+    assert {"last.ckpt"} < {path.name for path in (run_dir / "checkpoints").iterdir()}
+    assert any(path.name.startswith("best-") for path in (run_dir / "checkpoints").iterdir())
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["dask"]["n_workers"] == 2, "the saved config reproduces the Dask run"
+    assert saved["trainer"]["logger"]["init_args"]["save_dir"] == str(tmp_path / "dask")
+    streamed = [record.getMessage() for record in caplog.records if "epoch " in record.getMessage()]
+    assert [line.split(":")[1].strip() for line in streamed] == ["epoch 0 step 3", "epoch 1 step 6"]
+    assert all("val/loss" in line and "train/loss" in line for line in streamed)
+
+
+@pytest.mark.parametrize("config", [
+    "lstm.yaml",  # cookiecutter: only with lstm
+    "mlp.yaml",  # cookiecutter: only with mlp
+    pytest.param("cnn.yaml", marks=pytest.mark.slow),  # cookiecutter: only with cnn
+])
+def test_fit_through_dask_matches_ddp_and_returns_results(config, tmp_path, shapes_root, caplog):
+    fit_through_dask_matches_ddp(config, tmp_path, shapes_root, caplog)
+
+
+# cookiecutter: only with lstm
+@pytest.mark.timeout(240)
+def test_killed_worker_stops_the_run_and_tears_the_cluster_down(tmp_path):
+    import psutil
+
+    args = small_run_args("lstm.yaml", tmp_path, None, "--trainer.max_epochs", "200", "--dask.n_workers", "2")
+    client = subprocess.Popen(
+        [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    output, rank_pids = [], {}
+    for line in client.stdout:
+        output.append(line)
+        if match := re.search(r"rank (\d) on worker (\S+) \(pid (\d+)\)", line):
+            rank_pids[int(match.group(1))] = (match.group(2), int(match.group(3)))
+        if "dask: epoch 0" in line:
+            break
+    assert set(rank_pids) == {0, 1}, "".join(output)
+    cluster_processes = psutil.Process(client.pid).children(recursive=True)
+    rank1_worker, rank1_pid = rank_pids[1]
+
+    killed_at = time.monotonic()
+    psutil.Process(rank1_pid).kill()
+    output += client.stdout.readlines()
+    client.wait(timeout=FAILURE_REPORT_S)
+    assert time.monotonic() - killed_at < FAILURE_REPORT_S
+    assert client.returncode != 0
+    (error_line,) = [line for line in output if line.startswith("error:")]
+    assert f"rank 1 (Dask worker {rank1_worker}, pid {rank1_pid}) died: was killed by signal 9" in error_line
+    _, still_running = psutil.wait_procs(cluster_processes, timeout=10)
+    assert not still_running, f"left behind: {still_running}"
+
+
+@pytest.mark.timeout(240)
+def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_path):
+    stall_rank_1 = "--trainer.callbacks+=stalling_rank.StallingRank"
+    args = small_run_args("lstm.yaml", tmp_path, None, stall_rank_1, "--dask.n_workers", "2", "--dask.timeout_s", "15")
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", args)
+    assert time.monotonic() - started < FAILURE_REPORT_S
+    report = str(exit_info.value.code)
+    assert re.search(r"rank 0 \(Dask worker \S+, pid \d+\) failed: RuntimeError: .*Timed out waiting 15000ms", report), report
+    assert re.search(r"still running: rank 1 \(Dask worker tcp://\S+\)$", report), report
+
+
+@pytest.mark.timeout(300)
+def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_path, capsys):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        address = ["--dask.address", cluster.scheduler_address]
+        missing = tmp_path / "missing.txt"
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli("fit", small_run_args("lstm.yaml", tmp_path / "failed", None, *address, "--data.init_args.names_path", str(missing)))
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err
+        assert re.search(r"error: rank \d \(Dask worker tcp://\S+, pid \d+\): names file .*missing.txt does not exist", error), error
+
+        run_cli("fit", small_run_args("lstm.yaml", tmp_path / "ok", None, *address, "--dask.restart", "true"))
+        assert len(cluster.scheduler_info["workers"]) == 2
+    assert losses(tmp_path / "ok")
+    assert (tmp_path / "ok" / "lstm" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+# cookiecutter: end

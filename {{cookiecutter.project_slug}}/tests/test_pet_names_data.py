@@ -1,0 +1,88 @@
+import json
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from datamodules.pet_names import ALPHABET, PAD, STOP, VOCAB, CharWindows, PetNamesDataModule, clean_names, encode_windows, keep_batch, read_names
+from errors import UserInputError
+
+
+def window_text(indices: torch.Tensor) -> str:
+    return "".join(VOCAB[i] for i in indices.tolist())
+
+
+def test_clean_names_lowercases_trims_and_counts_dropped():
+    kept, dropped = clean_names(["Ozzy", " Mr. Pickles ", "", "   ", "R2-D2", "Zoë", "Jean-luc"])
+    assert kept == ["ozzy", "mr. pickles", "jean-luc"]
+    assert dropped == 4
+    assert all(set(name) <= set(ALPHABET) for name in kept)
+
+
+def test_windows_are_every_prefix_left_padded_and_shifted_by_one():
+    inputs, targets = encode_windows(["bo", "abcdefghij"], context_length=4)
+    assert len(inputs) == (2 + 1) + (10 + 1)
+    rows = [window_text(x) + window_text(y)[-1] for x, y in zip(inputs, targets)]
+    assert rows[:3] == ["****b", "***bo", "**bo+"]
+    assert rows[-1] == "ghij+"
+    assert "abcde" in rows
+    for x, y in zip(inputs, targets):
+        assert window_text(x)[1:] == window_text(y)[:-1]
+
+
+def names_from_targets(targets: torch.Tensor) -> list[str]:
+    """Decode names back from the last target character of each window."""
+    text = "".join(VOCAB[i] for i in targets[:, -1].tolist())
+    return text.split(STOP)[:-1]
+
+
+def test_windows_round_trip_recovers_every_name():
+    names = ["rex", "mister whiskers", "a", "o.malley"]
+    inputs, targets = encode_windows(names, context_length=8)
+    assert names_from_targets(targets) == names
+    assert inputs.dtype == torch.uint8 and PAD == VOCAB[0]
+
+
+def test_batches_come_whole_from_tensor_indexing():
+    dataset = CharWindows(*encode_windows(["bella", "max", "luna"], context_length=8))
+    loader = DataLoader(dataset, batch_size=5, shuffle=False, collate_fn=keep_batch)
+    x, y = next(iter(loader))
+    assert x.shape == y.shape == (5, 8)
+    assert x.dtype == torch.long
+    assert torch.equal(x, dataset.inputs[:5].long())
+
+
+def test_real_data_keeps_the_documented_names_and_splits_by_name():
+    datamodule = PetNamesDataModule(val_fraction=0.1, seed=3)
+    datamodule.setup("fit")
+    assert len(datamodule.names) == 64357
+    assert datamodule.dropped_names == 66042 - 64357
+    train_names = set(names_from_targets(datamodule.train_windows.targets))
+    val_names = set(names_from_targets(datamodule.val_windows.targets))
+    assert train_names | val_names == set(datamodule.names)
+    assert not train_names & val_names
+    again = PetNamesDataModule(val_fraction=0.1, seed=3)
+    again.setup("fit")
+    assert torch.equal(again.val_windows.inputs, datamodule.val_windows.inputs)
+    total_windows = sum(len(name) + 1 for name in datamodule.names)
+    assert len(datamodule.train_windows) + len(datamodule.val_windows) == total_windows
+    assert 0.05 < len(datamodule.val_windows) / total_windows < 0.2
+
+
+def test_names_load_from_json_and_text(tmp_path):
+    json_file = tmp_path / "names.json"
+    json_file.write_text(json.dumps(["Rex", "Fido"]))
+    text_file = tmp_path / "names.txt"
+    text_file.write_text("Rex\nFido\n")
+    assert read_names(json_file) == read_names(text_file) == ["Rex", "Fido"]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [("{not json", "is not valid JSON"), ('{"a": 1}', "must hold a JSON list of strings"), ("[1, 2]", "must hold a JSON list of strings")],
+)
+def test_bad_json_names_file(tmp_path, content, message):
+    path = tmp_path / "names.json"
+    path.write_text(content)
+    with pytest.raises(UserInputError, match=message):
+        read_names(path)
