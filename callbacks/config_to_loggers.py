@@ -6,6 +6,7 @@ from lightning.pytorch.loggers import WandbLogger  # cookiecutter: only with wan
 
 class SaveConfigToLoggers(SaveConfigCallback):
     def save_config(self, trainer, pl_module, stage: str) -> None:
+        super().save_config(trainer, pl_module, stage)
         # cookiecutter: only with wandb
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
