@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DIR_NAME = "{{cookiecutter.project_slug}}"
 TEMPLATE_DIR = ROOT / TEMPLATE_DIR_NAME
 # Cookiecutter's own files: they make the repository a template and are not part of a project.
-MACHINERY = ("cookiecutter.json", "hooks/", "templating/", f"{TEMPLATE_DIR_NAME}/")
+MACHINERY = ("cookiecutter.json", "hooks/", f"{TEMPLATE_DIR_NAME}/")
 
 
 def project_files() -> list[str]:

@@ -64,6 +64,8 @@ def test_template_directory_matches_the_root():
 def test_every_marker_in_the_root_is_balanced_and_names_known_choices():
     everything, nothing = truth_table(None), dict.fromkeys(truth_table(None), False)
     for relative in project_files():
+        if relative.startswith("templating/"):  # describes the markers, and no generated project has it
+            continue
         path = ROOT / relative
         try:
             text = path.read_text()

@@ -1,0 +1,1 @@
+"""Builds the cookiecutter template from this repository and trims generated projects to the chosen parts."""

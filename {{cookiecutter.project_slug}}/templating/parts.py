@@ -1,0 +1,201 @@
+"""Which files and lines belong to which example or optional part, and how a generated project drops the rest.
+
+The repository root is the one source of truth: a runnable project holding every example and part.
+Lines that only some choices need sit between markers in the comment syntax of their file,
+
+    # cookiecutter: only with dask          <!-- cookiecutter: only with cnn or mlp -->
+    ...                                     ...
+    # cookiecutter: end                     <!-- cookiecutter: end -->
+
+or carry one at the end of the line (`"dask[distributed]",  # cookiecutter: only with dask`).
+A condition combines the names in CHOICES and `template` (true only in this repository, for what
+exists to build the template) with `and`, `or`, `not` and parentheses. Whole files belong to the
+condition that lists them in PATHS. A generated project keeps what its answers satisfy and loses
+the markers themselves.
+"""
+
+import re
+import shutil
+from pathlib import Path
+
+EXAMPLES = ("cnn", "lstm", "mlp")
+OPTIONAL_PARTS = ("dask", "wandb", "kubernetes")
+CHOICES = (*EXAMPLES, *OPTIONAL_PARTS)
+
+# Files and folders that exist only when their condition holds.
+PATHS = {
+    "cnn": [
+        "models/image_backbones.py", "lightning_modules/image_classifier.py", "configs/cnn.yaml", "configs/cnn_dogs.yaml",
+        "callbacks/example_images.py", "callbacks/prediction_table.py", "tests/test_optimization.py",
+    ],
+    "cnn or mlp": [
+        "lightning_modules/classification.py", "datamodules/image_folder.py", "datamodules/synthetic_shapes.py",
+    ],
+    "lstm": [
+        "models/char_lstm.py", "lightning_modules/name_generator.py", "datamodules/pet_names.py", "configs/lstm.yaml",
+        "data/pet_names.txt", "scripts", "callbacks/generated_names_table.py", "callbacks/generated_names_writer.py",
+        "benchmarks/pet_names.py", "benchmarks/reference_pet_names.py",
+        "tests/test_name_generation.py", "tests/test_pet_names_data.py", "tests/test_prepare_pet_names.py",
+    ],
+    "mlp": [
+        "models/staged.py", "models/staged_mlp.py", "lightning_modules/mlp_classifier.py", "datamodules/fashion_mnist.py",
+        "configs/mlp.yaml", "configs/mlp_fashion_mnist.yaml", "configs/strategies", "strategies", "callbacks/confusion_matrix.py",
+        "tests/test_fashion_mnist_data.py", "tests/test_strategies.py",
+    ],
+    "cnn or lstm": ["tests/test_ddp_examples.py"],
+    "dask": ["launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],
+    "wandb": ["configs/logger", "tests/wandb_records.py"],
+    # Each benchmark compares what its examples and parts do.
+    "cnn and mlp": ["benchmarks/strategies.py"],
+    "dask and lstm": ["benchmarks/dask_launcher.py"],
+    "wandb and cnn": ["benchmarks/monitoring.py"],
+    "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
+    "lstm or (wandb and cnn) or (cnn and mlp)": ["benchmarks"],
+    "kubernetes": ["cluster", "Dockerfile", ".dockerignore", "tests/test_cluster_jobs.py"],
+    "template": ["templating", "tests/test_cookiecutter.py"],
+}
+
+# Root values replaced by the answers; each must occur in its file, so renaming one here fails the build check.
+SUBSTITUTIONS = {
+    "pyproject.toml": [
+        ('name = "lightning-distributed-template"', 'name = "{project_slug}"'),
+        ('authors = [{name = "Lightning distributed template contributors"}]', 'authors = [{{name = "{author}"}}]'),
+    ],
+    "README.md": [("# Lightning distributed training template\n", "# {project_name}\n")],
+    "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
+    "tests/test_monitoring.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
+}
+
+WHOLE_LINE_COMMENTS_ONLY = ("Dockerfile", ".dockerignore", ".gitignore")
+HASH_COMMENTS = {".py", ".yaml", ".yml", ".toml", ".sh", ".cfg", ""}
+MARKER_SYNTAX = {"hash": (r"#", r""), "html": (r"<!--", r"-->")}
+PROJECT_SLUG = re.compile(r"[a-z][a-z0-9_]*")
+FORBIDDEN_IN_TEXT = re.compile(r'["\\\x00-\x1f]')
+
+
+class TemplateError(ValueError):
+    """A marker, a condition or an answer the template cannot use; the message names it."""
+
+
+def validate_answers(answers: dict) -> None:
+    """Reject answers that would produce a broken project, before anything is written."""
+    name, slug, author = answers["project_name"], answers["project_slug"], answers["author"]
+    if not name.strip():
+        raise TemplateError("project_name is empty")
+    for key, value in (("project_name", name), ("author", author)):
+        if FORBIDDEN_IN_TEXT.search(value):
+            raise TemplateError(f"{key} {value!r} contains a quote, a backslash or a control character")
+    if not PROJECT_SLUG.fullmatch(slug):
+        raise TemplateError(
+            f"project_slug {slug!r} (from project_name {name!r}) is not valid: use lower-case letters, digits and"
+            " underscores, starting with a letter, e.g. project_slug=my_project"
+        )
+    if not any(chosen(answers, example) for example in EXAMPLES):
+        raise TemplateError(f"choose at least one example: set one of {', '.join(EXAMPLES)} to yes")
+
+
+def chosen(answers: dict, name: str) -> bool:
+    value = answers[name]
+    if isinstance(value, str):
+        return value.strip().lower() in ("y", "yes", "true", "1", "on")
+    return bool(value)
+
+
+def evaluate(condition: str, truth: dict[str, bool], where: str) -> bool:
+    tokens = re.findall(r"\(|\)|[A-Za-z_]+|\S", condition)
+    for token in tokens:
+        if token not in ("(", ")", "and", "or", "not") and token not in truth:
+            raise TemplateError(f"{where}: unknown name {token!r} in condition {condition!r}; known: {', '.join(truth)}")
+    try:
+        return bool(eval(" ".join(tokens), {"__builtins__": {}}, dict(truth)))
+    except SyntaxError:
+        raise TemplateError(f"{where}: cannot read condition {condition!r}") from None
+
+
+def marker_patterns(path: Path) -> tuple[re.Pattern, re.Pattern, re.Pattern] | None:
+    """(block start, block end, end-of-line) marker patterns in the file's comment syntax, or None for other files."""
+    if path.suffix == ".md":
+        opening, closing = MARKER_SYNTAX["html"]
+    elif path.suffix in HASH_COMMENTS or path.name in WHOLE_LINE_COMMENTS_ONLY:
+        opening, closing = MARKER_SYNTAX["hash"]
+    else:
+        return None
+    closing = rf"\s*{closing}" if closing else ""
+    start = re.compile(rf"^\s*{opening} cookiecutter: only with (?P<condition>.+?){closing}\s*$")
+    end = re.compile(rf"^\s*{opening} cookiecutter: end{closing}\s*$")
+    inline = re.compile(rf"^(?P<line>.*?\S)\s*{opening} cookiecutter: only with (?P<condition>.+?){closing}\s*$")
+    if path.name in WHOLE_LINE_COMMENTS_ONLY:
+        inline = re.compile(r"(?!)")  # a "#" after an instruction or a pattern is part of it there
+    return start, end, inline
+
+
+def keep_chosen_lines(text: str, path: Path, truth: dict[str, bool], where: str) -> str:
+    """The lines of `text` whose conditions hold, without markers; raises TemplateError on unbalanced markers."""
+    patterns = marker_patterns(path)
+    if patterns is None or "cookiecutter:" not in text:
+        return text
+    start, end, inline = patterns
+    kept, open_blocks = [], []
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        here = f"{where}:{number}"
+        if match := start.match(line):
+            open_blocks.append((evaluate(match["condition"], truth, here), here))
+        elif end.match(line):
+            if not open_blocks:
+                raise TemplateError(f"{here}: 'cookiecutter: end' without a matching 'only with'")
+            open_blocks.pop()
+        elif all(keep for keep, _ in open_blocks):
+            if match := inline.match(line.rstrip("\n")):
+                if evaluate(match["condition"], truth, here):
+                    kept.append(match["line"] + "\n")
+            else:
+                kept.append(line)
+    if open_blocks:
+        raise TemplateError(f"{open_blocks[-1][1]}: 'only with' block never ends")
+    # A dropped block leaves the blank lines around it: keep at most two in a row (PEP 8's maximum).
+    return re.sub(r"\n{4,}", "\n\n\n", "".join(kept))
+
+
+def truth_table(answers: dict | None) -> dict[str, bool]:
+    """Every condition name's value: all true in the repository itself (`answers` None)."""
+    if answers is None:
+        return dict.fromkeys((*CHOICES, "template"), True)
+    return {**{name: chosen(answers, name) for name in CHOICES}, "template": False}
+
+
+def apply_answers(project_dir: Path, answers: dict) -> None:
+    """Turn a full copy of the repository in `project_dir` into the project the answers describe."""
+    validate_answers(answers)
+    for relative, replacements in SUBSTITUTIONS.items():  # first, while every file is complete
+        path = project_dir / relative
+        text = path.read_text()
+        for old, new in replacements:
+            if old not in text:
+                raise TemplateError(f"{relative} no longer contains {old!r}: update SUBSTITUTIONS in templating/parts.py")
+            text = text.replace(old, new.format(**answers))
+        path.write_text(text)
+    truth = truth_table(answers)
+    for condition, paths in PATHS.items():
+        if not evaluate(condition, truth, "PATHS"):
+            for relative in paths:
+                remove(project_dir / relative)
+    for path in sorted(project_dir.rglob("*")):
+        if path.is_file():
+            rewrite(path, project_dir, truth)
+
+
+def rewrite(path: Path, project_dir: Path, truth: dict[str, bool]) -> None:
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        return
+    trimmed = keep_chosen_lines(text, path, truth, str(path.relative_to(project_dir)))
+    if trimmed != text:
+        path.write_text(trimmed)
+
+
+def remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
