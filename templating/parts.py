@@ -55,7 +55,8 @@ PATHS = {
     "template": ["templating", "tests/test_cookiecutter.py"],
 }
 
-# Root values replaced by the answers; each must occur in its file, so renaming one here fails the build check.
+# Root values replaced by the answers; each must occur in its file, so changing one at the root without
+# updating it here fails every generation (and the tests that generate projects).
 SUBSTITUTIONS = {
     "pyproject.toml": [
         ('name = "lightning-distributed-template"', 'name = "{project_slug}"'),
@@ -66,9 +67,9 @@ SUBSTITUTIONS = {
     "tests/test_monitoring.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
 }
 
+# Files whose "#" starts a comment only at the beginning of a line: no end-of-line markers there.
 WHOLE_LINE_COMMENTS_ONLY = ("Dockerfile", ".dockerignore", ".gitignore")
 HASH_COMMENTS = {".py", ".yaml", ".yml", ".toml", ".sh", ".cfg", ""}
-MARKER_SYNTAX = {"hash": (r"#", r""), "html": (r"<!--", r"-->")}
 PROJECT_SLUG = re.compile(r"[a-z][a-z0-9_]*")
 FORBIDDEN_IN_TEXT = re.compile(r'["\\\x00-\x1f]')
 
@@ -78,7 +79,7 @@ class TemplateError(ValueError):
 
 
 def validate_answers(answers: dict) -> None:
-    """Reject answers that would produce a broken project, before anything is written."""
+    """Reject answers that would produce a broken project, before the copy is changed (cookiecutter then deletes it)."""
     name, slug, author = answers["project_name"], answers["project_slug"], answers["author"]
     if not name.strip():
         raise TemplateError("project_name is empty")
@@ -112,20 +113,19 @@ def evaluate(condition: str, truth: dict[str, bool], where: str) -> bool:
         raise TemplateError(f"{where}: cannot read condition {condition!r}") from None
 
 
-def marker_patterns(path: Path) -> tuple[re.Pattern, re.Pattern, re.Pattern] | None:
-    """(block start, block end, end-of-line) marker patterns in the file's comment syntax, or None for other files."""
+def marker_patterns(path: Path) -> tuple[re.Pattern, re.Pattern, re.Pattern | None] | None:
+    """(block start, block end, end-of-line or None) marker patterns in the file's comment syntax, or None for other files."""
     if path.suffix == ".md":
-        opening, closing = MARKER_SYNTAX["html"]
+        opening, closing = r"<!--", r"\s*-->"
     elif path.suffix in HASH_COMMENTS or path.name in WHOLE_LINE_COMMENTS_ONLY:
-        opening, closing = MARKER_SYNTAX["hash"]
+        opening, closing = r"#", ""
     else:
         return None
-    closing = rf"\s*{closing}" if closing else ""
     start = re.compile(rf"^\s*{opening} cookiecutter: only with (?P<condition>.+?){closing}\s*$")
     end = re.compile(rf"^\s*{opening} cookiecutter: end{closing}\s*$")
-    inline = re.compile(rf"^(?P<line>.*?\S)\s*{opening} cookiecutter: only with (?P<condition>.+?){closing}\s*$")
-    if path.name in WHOLE_LINE_COMMENTS_ONLY:
-        inline = re.compile(r"(?!)")  # a "#" after an instruction or a pattern is part of it there
+    inline = None
+    if path.name not in WHOLE_LINE_COMMENTS_ONLY:
+        inline = re.compile(rf"^(?P<line>.*?\S)\s*{opening} cookiecutter: only with (?P<condition>.+?){closing}\s*$")
     return start, end, inline
 
 
@@ -145,7 +145,7 @@ def keep_chosen_lines(text: str, path: Path, truth: dict[str, bool], where: str)
                 raise TemplateError(f"{here}: 'cookiecutter: end' without a matching 'only with'")
             open_blocks.pop()
         elif all(keep for keep, _ in open_blocks):
-            if match := inline.match(line.rstrip("\n")):
+            if inline and (match := inline.match(line.rstrip("\n"))):
                 if evaluate(match["condition"], truth, here):
                     kept.append(match["line"] + "\n")
             else:

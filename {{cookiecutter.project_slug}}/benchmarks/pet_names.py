@@ -7,8 +7,8 @@ model, batch size 16384, Adam 1e-3, same initial weights) and name generation (s
 weights), with the template/reference ratio. Generation alternates reference and template
 within each repeat and reports the median of the per-repeat ratios, so drifting machine
 speed hits both sides alike; it runs the template's model in float32 and in bfloat16 (what
-`predict --trainer.precision bf16-true` does), the reference in float32. Targets: prep >= 30x, generation >= 100x,
-epoch time <= the reference's.
+`predict --trainer.precision bf16-true` does), the reference in float32.
+Targets: prep >= 30x, generation >= 100x, epoch time <= the reference's.
 """
 
 import argparse
