@@ -5,6 +5,14 @@ from torch import nn
 from torch.nn import functional as F
 
 
+def sample_categorical(probabilities: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One index per row, drawn by inverse CDF: one uniform number per row, an order of magnitude faster on CPU than `torch.multinomial`, which draws one per class."""
+    cumulative = probabilities.cumsum(dim=-1)
+    uniform = torch.rand(cumulative.shape[0], 1, generator=generator, device=cumulative.device) * cumulative[:, -1:]
+    # right=True never picks a class of probability zero, even when the uniform draw is exactly 0.
+    return torch.searchsorted(cumulative, uniform, right=True).squeeze(1)
+
+
 class CharLSTM(nn.Module):
     """Predicts the next character from one-hot characters (the reference's input encoding)."""
 
@@ -49,14 +57,15 @@ class CharLSTM(nn.Module):
         for position in range(max_length):
             next_logits[:, pad_index] = float("-inf")
             probabilities = torch.softmax(next_logits.float() / temperature, dim=-1)
-            chars = torch.multinomial(probabilities, 1, generator=generator).squeeze(1)
+            chars = sample_categorical(probabilities, generator)
             samples[active, position] = chars
-            continuing = chars != stop_index
-            lengths[active[~continuing]] = position
-            if not bool(continuing.any()):
+            stopped = chars == stop_index
+            lengths[active[stopped]] = position
+            keep = (~stopped).nonzero().squeeze(1)
+            if len(keep) == 0:
                 break
-            active, chars = active[continuing], chars[continuing]
-            state = tuple(tensor[:, continuing] for tensor in state)
+            active, chars = active[keep], chars[keep]
+            state = tuple(tensor.index_select(1, keep) for tensor in state)
             logits, state = self(chars[:, None], state)
             next_logits = logits[:, -1]
         return samples, lengths

@@ -2,7 +2,7 @@ import torch
 
 from datamodules.pet_names import VOCAB
 from lightning_modules.name_generator import PAD_INDEX, STOP_INDEX, NameGenerator
-from models.char_lstm import CharLSTM
+from models.char_lstm import CharLSTM, sample_categorical
 
 
 def sample_by_rerunning_prefix(model: CharLSTM, num: int, context_length: int, max_length: int, generator: torch.Generator):
@@ -12,7 +12,7 @@ def sample_by_rerunning_prefix(model: CharLSTM, num: int, context_length: int, m
     for _ in range(max_length):
         logits = model(torch.tensor([prefixes[row] for row in active]))[0][:, -1]
         logits[:, PAD_INDEX] = float("-inf")
-        chars = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(1).tolist()
+        chars = sample_categorical(torch.softmax(logits, dim=-1), generator).tolist()
         for row, char in zip(active, chars):
             prefixes[row].append(char)
         active = [row for row, char in zip(active, chars) if char != STOP_INDEX]
