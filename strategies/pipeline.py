@@ -19,9 +19,11 @@ or just `inputs`, the steps call `self(inputs)` once, and `loss_fn(outputs, targ
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from lightning.fabric.plugins.collectives.torch_collective import default_pg_timeout
 from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
 from lightning.pytorch import LightningModule
@@ -77,6 +79,7 @@ class PipelineStrategy(DDPStrategy):
         microbatches: int = 4,
         loss_fn: Callable[[Tensor, Tensor], Tensor] = F.cross_entropy,
         process_group_backend: str | None = None,
+        timeout: timedelta = default_pg_timeout,
     ):
         """
         Args:
@@ -87,8 +90,9 @@ class PipelineStrategy(DDPStrategy):
             loss_fn: the loss of one micro-batch, `loss_fn(outputs, targets)`; must equal the loss the
                 LightningModule's training_step computes (checked on the first step).
             process_group_backend: gloo or nccl; unset picks gloo on CPU and nccl on GPUs.
+            timeout: how long the rendezvous and every send, receive or collective wait for the other stages.
         """
-        super().__init__(process_group_backend=process_group_backend, start_method="popen")
+        super().__init__(process_group_backend=process_group_backend, timeout=timeout, start_method="popen")
         self.schedule = schedule
         self.microbatches = microbatches
         self.loss_fn = loss_fn
@@ -125,9 +129,11 @@ class PipelineStrategy(DDPStrategy):
             raise UserInputError(f"pipeline microbatches must be at least 1, got {self.microbatches}")
         stages = model_stages(model, self.strategy_name)
         if len(stages) != self.world_size:
+            fix = f"set --trainer.devices {len(stages)}"
+            fix += f" (under the Dask launcher --dask.n_workers {len(stages)})"  # cookiecutter: only with dask
             raise UserInputError(
                 f"pipeline runs one process per stage, but the model has {len(stages)} stages and the trainer starts "
-                f"{self.world_size} process(es); set --trainer.devices {len(stages)} or change the model's number of stages"
+                f"{self.world_size} process(es); {fix} or change the model's number of stages"
             )
         in_stages = {id(param) for stage in stages for param in stage.parameters()}
         outside = [name for name, param in model.named_parameters() if id(param) not in in_stages]

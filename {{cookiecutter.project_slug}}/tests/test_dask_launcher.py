@@ -155,3 +155,32 @@ def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_p
     assert losses(tmp_path / "ok")
     assert (tmp_path / "ok" / "lstm" / "version_0" / "checkpoints" / "last.ckpt").is_file()
 # cookiecutter: end
+# cookiecutter: only with mlp
+
+
+def pipeline_args(log_dir: Path, shapes_root: Path, *extra: str) -> list[str]:
+    return small_run_args("mlp.yaml", log_dir, shapes_root, "--trainer.strategy", "pipeline", *extra)
+
+
+def test_pipeline_through_dask_matches_the_pipeline_lightning_launches(tmp_path, shapes_root):
+    baseline = subprocess.run(
+        [sys.executable, "cli.py", "fit", *pipeline_args(tmp_path / "lightning", shapes_root, "--trainer.devices", "2")],
+        cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=300,
+    )
+    assert baseline.returncode == 0, baseline.stderr[-3000:]
+    run_cli("fit", pipeline_args(tmp_path / "dask", shapes_root, "--dask.n_workers", "2"))
+    assert len(losses(tmp_path / "dask")) == 3
+    assert losses(tmp_path / "dask") == pytest.approx(losses(tmp_path / "lightning"), rel=1e-5)
+
+
+@pytest.mark.timeout(240)
+def test_a_stalled_pipeline_stage_fails_the_run_after_the_dask_timeout(tmp_path, shapes_root):
+    stall_rank_1 = "--trainer.callbacks+=stalling_rank.StallingRank"
+    args = pipeline_args(tmp_path, shapes_root, stall_rank_1, "--dask.n_workers", "2", "--dask.timeout_s", "15")
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", args)
+    assert time.monotonic() - started < FAILURE_REPORT_S
+    report = str(exit_info.value.code)
+    assert re.search(r"rank 0 \(Dask worker \S+, pid \d+\) failed: .*Timed out waiting 15000ms", report), report
+# cookiecutter: end

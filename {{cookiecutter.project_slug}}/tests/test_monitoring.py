@@ -22,9 +22,11 @@ def media_tables(log_dir: Path, key: str) -> list[list[list[str]]]:
 
 # cookiecutter: only with cnn
 def test_cnn_writes_example_images_and_a_final_epoch_prediction_table(tmp_path, shapes_root):
-    run_cli("fit", small_run_args("cnn.yaml", tmp_path, shapes_root, "--trainer.max_epochs", "2"))
+    # max_steps ends fitting early in the second of three epochs: that epoch is the final one.
+    run_cli("fit", small_run_args("cnn.yaml", tmp_path, shapes_root, "--trainer.max_epochs", "3", "--trainer.max_steps", "4"))
     assert list(tmp_path.rglob("media/examples_example_images/step*.png"))
     (table,) = media_tables(tmp_path, "train_predictions")
+    assert [path.name for path in tmp_path.rglob("media/train_predictions/*.csv")] == ["step000004.csv"], "written once, when fitting ends"
     assert table[0] == ["image", "label", "prediction", "confidence"]
     assert len(table) > 1
     table_dir = next(tmp_path.rglob("media/train_predictions"))
