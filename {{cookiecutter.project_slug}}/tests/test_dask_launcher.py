@@ -33,6 +33,17 @@ def losses(log_dir: Path) -> list[float]:
     return [float(row["train/loss"]) for row in read_metrics(log_dir) if row.get("train/loss")]
 
 
+# cookiecutter: only with lstm or mlp
+def report_of_a_stalled_run(args: list[str]) -> str:
+    """Run with rank 1 stalling after its first batch; the run must fail, in time, and this returns its error report."""
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", [*args, "--trainer.callbacks+=stalling_rank.StallingRank"])
+    assert time.monotonic() - started < FAILURE_REPORT_S
+    return str(exit_info.value.code)
+
+
+# cookiecutter: end
 def start_ddp_baseline(args: list[str]) -> subprocess.Popen:
     """The same run as two processes launched by Lightning itself (`--trainer.strategy ddp --trainer.devices 2`)."""
     command = [sys.executable, "cli.py", "fit", *args, "--trainer.strategy", "ddp", "--trainer.devices", "2"]
@@ -126,13 +137,7 @@ def test_killed_worker_stops_the_run_and_tears_the_cluster_down(tmp_path):
 
 @pytest.mark.timeout(240)
 def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_path):
-    stall_rank_1 = "--trainer.callbacks+=stalling_rank.StallingRank"
-    args = small_run_args("lstm.yaml", tmp_path, None, stall_rank_1, "--dask.n_workers", "2", "--dask.timeout_s", "15")
-    started = time.monotonic()
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli("fit", args)
-    assert time.monotonic() - started < FAILURE_REPORT_S
-    report = str(exit_info.value.code)
+    report = report_of_a_stalled_run(small_run_args("lstm.yaml", tmp_path, None, "--dask.n_workers", "2", "--dask.timeout_s", "15"))
     assert re.search(r"rank 0 \(Dask worker \S+, pid \d+\) failed: RuntimeError: .*Timed out waiting 15000ms", report), report
     assert re.search(r"still running: rank 1 \(Dask worker tcp://\S+\)$", report), report
 
@@ -175,12 +180,6 @@ def test_pipeline_through_dask_matches_the_pipeline_lightning_launches(tmp_path,
 
 @pytest.mark.timeout(240)
 def test_a_stalled_pipeline_stage_fails_the_run_after_the_dask_timeout(tmp_path, shapes_root):
-    stall_rank_1 = "--trainer.callbacks+=stalling_rank.StallingRank"
-    args = pipeline_args(tmp_path, shapes_root, stall_rank_1, "--dask.n_workers", "2", "--dask.timeout_s", "15")
-    started = time.monotonic()
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli("fit", args)
-    assert time.monotonic() - started < FAILURE_REPORT_S
-    report = str(exit_info.value.code)
+    report = report_of_a_stalled_run(pipeline_args(tmp_path, shapes_root, "--dask.n_workers", "2", "--dask.timeout_s", "15"))
     assert re.search(r"rank 0 \(Dask worker \S+, pid \d+\) failed: .*Timed out waiting 15000ms", report), report
 # cookiecutter: end
