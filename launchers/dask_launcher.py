@@ -211,8 +211,8 @@ def check_one_device_per_rank(trainer: dict) -> None:
     """Each Dask worker runs one rank on one device; more devices or nodes would contradict the worker count."""
     if str(trainer.get("devices", "auto")) not in ("auto", "1") or trainer.get("num_nodes", 1) != 1:
         raise UserInputError(
-            "with --dask.* every worker runs one rank on one device: drop --trainer.devices/--trainer.num_nodes "
-            "and choose the number of ranks with --dask.n_workers"
+            "with --dask.* every worker runs one rank on one device: set --trainer.devices 1 and --trainer.num_nodes 1 "
+            "(or leave them unset) and choose the number of ranks with --dask.n_workers"
         )
 
 
