@@ -7,9 +7,9 @@ Runs configs/cnn.yaml for one epoch (38 batches) and one validation batch with t
 with those two callbacks removed; W&B runs offline. Each repeat runs both, alternating which
 goes first, so drifting machine speed hits both alike; the overhead is the median of the
 per-repeat ratios (target: at most 5%), shown with their range, which is the machine's own
-noise. Also reported: the time spent inside the media
-callbacks during the epoch (a noise-free lower bound of their cost), and the time the
-prediction table and its artifact take when fitting ends, after the last epoch.
+noise. Also reported: the time spent inside the media callbacks during the epoch (a noise-free
+lower bound of their cost), and the time the prediction table and its artifact take when
+fitting ends, after the last epoch.
 """
 
 import argparse
@@ -59,13 +59,13 @@ def one_run(logger: str, with_media: bool, log_dir: str) -> dict[str, float]:
     ]
     cli = TemplateCLI(**{**CLI_SETTINGS, "save_config_callback": None}, args=args, run=False)
     trainer = cli.trainer
+    if not with_media:
+        trainer.callbacks[:] = [callback for callback in trainer.callbacks if not isinstance(callback, MEDIA_CALLBACKS)]
     in_epoch, at_fit_end = [0.0], [0.0]
     for callback in trainer.callbacks:
         if isinstance(callback, MEDIA_CALLBACKS):
             add_hook_timer(callback, EPOCH_HOOKS, in_epoch)
             add_hook_timer(callback, ("on_fit_end",), at_fit_end)
-    if not with_media:
-        trainer.callbacks[:] = [callback for callback in trainer.callbacks if not isinstance(callback, MEDIA_CALLBACKS)]
     timer = EpochTimer()
     trainer.callbacks.append(timer)
     trainer.fit(cli.model, cli.datamodule)

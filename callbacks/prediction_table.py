@@ -1,9 +1,9 @@
 """Logs (image, true label, predicted label, confidence) rows from the final training epoch as a versioned table.
 
-Rows are collected in every epoch (a cheap copy of a few batches) so that whichever epoch
-turns out to be the last one, also under early stopping or `max_steps`, has them; the table
-and its artifact are written once, when fitting ends, as the reference does after its
-training loop, so no epoch waits for image encoding.
+Rows are collected in every epoch (they hold a few batches' images, copied off the GPU) so
+that whichever epoch turns out to be the last one, also under early stopping or `max_steps`,
+has them; the table and its artifact are written once, when fitting ends, as the reference
+does after its training loop, so no epoch waits for image encoding.
 """
 
 import torch

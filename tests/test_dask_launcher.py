@@ -44,10 +44,15 @@ def report_of_a_stalled_run(args: list[str]) -> str:
 
 
 # cookiecutter: end
-def start_ddp_baseline(args: list[str]) -> subprocess.Popen:
-    """The same run as two processes launched by Lightning itself (`--trainer.strategy ddp --trainer.devices 2`)."""
-    command = [sys.executable, "cli.py", "fit", *args, "--trainer.strategy", "ddp", "--trainer.devices", "2"]
+def start_lightning_launched(args: list[str]) -> subprocess.Popen:
+    """The same run with the processes launched by Lightning itself, to compare a Dask run against."""
+    command = [sys.executable, "cli.py", "fit", *args]
     return subprocess.Popen(command, cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_success(baseline: subprocess.Popen) -> None:
+    output, _ = baseline.communicate(timeout=300)
+    assert baseline.returncode == 0, output[-3000:]
 
 
 def test_plain_run_and_help_never_import_dask(tmp_path, shapes_root):
@@ -74,11 +79,10 @@ def test_options_that_cannot_work_fail_before_any_cluster_starts(tmp_path, shape
 
 def fit_through_dask_matches_ddp(config: str, tmp_path: Path, shapes_root: Path, caplog) -> None:
     args = small_run_args(config, tmp_path / "ddp", shapes_root, "--trainer.max_epochs", "2")
-    baseline = start_ddp_baseline(args)
+    baseline = start_lightning_launched([*args, "--trainer.strategy", "ddp", "--trainer.devices", "2"])
     caplog.set_level(logging.INFO, logger="launchers.dask_launcher")
     run_cli("fit", small_run_args(config, tmp_path / "dask", shapes_root, "--trainer.max_epochs", "2", "--dask.n_workers", "2"))
-    baseline_output, _ = baseline.communicate(timeout=300)
-    assert baseline.returncode == 0, baseline_output[-3000:]
+    wait_for_success(baseline)
 
     assert losses(tmp_path / "dask") == pytest.approx(losses(tmp_path / "ddp"), rel=1e-5)
     assert len(losses(tmp_path / "dask")) == 2 * 3, "rank 0 logged every step of both epochs"
@@ -168,12 +172,9 @@ def pipeline_args(log_dir: Path, shapes_root: Path, *extra: str) -> list[str]:
 
 
 def test_pipeline_through_dask_matches_the_pipeline_lightning_launches(tmp_path, shapes_root):
-    baseline = subprocess.run(
-        [sys.executable, "cli.py", "fit", *pipeline_args(tmp_path / "lightning", shapes_root, "--trainer.devices", "2")],
-        cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=300,
-    )
-    assert baseline.returncode == 0, baseline.stderr[-3000:]
+    baseline = start_lightning_launched(pipeline_args(tmp_path / "lightning", shapes_root, "--trainer.devices", "2"))
     run_cli("fit", pipeline_args(tmp_path / "dask", shapes_root, "--dask.n_workers", "2"))
+    wait_for_success(baseline)
     assert len(losses(tmp_path / "dask")) == 3
     assert losses(tmp_path / "dask") == pytest.approx(losses(tmp_path / "lightning"), rel=1e-5)
 

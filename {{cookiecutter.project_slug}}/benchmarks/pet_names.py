@@ -34,13 +34,14 @@ from lightning_modules.name_generator import NameGenerator  # noqa: E402
 BATCH_SIZE = 16384
 
 
+def call_seconds(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
 def median_seconds(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(call_seconds(function) for _ in range(repeats))
 
 
 def template_epoch(names_file: Path, initial_state: dict) -> tuple[float, NameGenerator]:
@@ -104,9 +105,9 @@ def main() -> None:
     np.random.seed(0)
     ref_rates, our_rates, bf16_rates = [], [], []
     for _ in range(args.repeats):
-        ref_rates.append(args.reference_names / median_seconds(lambda: [reference.generate_name(reference_model) for _ in range(args.reference_names)], 1))
-        our_rates.append(args.template_names / median_seconds(lambda: template_model.generate(args.template_names), 1))
-        bf16_rates.append(args.template_names / median_seconds(lambda: bf16_model.generate(args.template_names), 1))
+        ref_rates.append(args.reference_names / call_seconds(lambda: [reference.generate_name(reference_model) for _ in range(args.reference_names)]))
+        our_rates.append(args.template_names / call_seconds(lambda: template_model.generate(args.template_names)))
+        bf16_rates.append(args.template_names / call_seconds(lambda: bf16_model.generate(args.template_names)))
     for label, rates in (("float32", our_rates), ("bf16-true", bf16_rates)):
         ratio = statistics.median(ours / ref for ours, ref in zip(rates, ref_rates))
         rows.append((f"name generation, {label}, batches of {args.template_names} (names/s)", statistics.median(ref_rates), statistics.median(rates), ratio))
