@@ -7,6 +7,7 @@ launchers only change how many processes run it and where.
 import sys
 
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from callbacks.config_to_loggers import SaveConfigToLoggers
 # cookiecutter: only with mlp
@@ -14,6 +15,9 @@ import strategies  # noqa: F401  (registers --trainer.strategy layer_split and p
 # cookiecutter: end
 from errors import find_user_error, one_line
 from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
+from resume.atomic_io import AtomicCheckpointIO
+from resume.latest import resolve_last
+from resume.random_state import RandomState
 
 # Values only the datamodule knows, handed to the model when both are built. A link whose
 # target the chosen model lacks is skipped, so one list serves every example.
@@ -26,10 +30,34 @@ DATA_TO_MODEL_LINKS = (
 
 
 class TemplateCLI(LightningCLI):
+    def __init__(self, **kwargs) -> None:
+        settings = dict(
+            subclass_mode_model=True,
+            subclass_mode_data=True,
+            auto_configure_optimizers=False,
+            save_config_callback=SaveConfigToLoggers,
+            save_config_kwargs={"overwrite": False},
+            # Whatever a run writes goes under logs/, also without a logger (fast_dev_run) or checkpoint directory.
+            # RandomState belongs to every run: it is part of what makes a resumed run continue bit for bit.
+            trainer_defaults={"default_root_dir": "logs", "callbacks": [RandomState()]},
+        )
+        super().__init__(**{**settings, **kwargs})
+
     def add_arguments_to_parser(self, parser) -> None:
         for name in DATA_TO_MODEL_LINKS:
             parser.link_arguments(f"data.{name}", f"model.init_args.{name}", apply_on="instantiate")
         parser.add_class_arguments(DaskOptions, "dask")  # cookiecutter: only with dask
+
+    def before_instantiate_classes(self) -> None:
+        if self.subcommand == "fit":
+            resolve_last(self.config.fit)
+
+    def instantiate_trainer(self, **kwargs):
+        """Every run writes checkpoints atomically, unless the config chose its own CheckpointIO plugin."""
+        trainer = super().instantiate_trainer(**kwargs)
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
     # cookiecutter: only with dask
 
     def instantiate_classes(self) -> None:
@@ -47,19 +75,10 @@ class TemplateCLI(LightningCLI):
     # cookiecutter: end
 
 
-CLI_SETTINGS = dict(
-    subclass_mode_model=True,
-    subclass_mode_data=True,
-    auto_configure_optimizers=False,
-    save_config_callback=SaveConfigToLoggers,
-    save_config_kwargs={"overwrite": False},
-)
-
-
 def run(args: list[str] | None = None) -> None:
     """Parse `args` and run the subcommand, letting errors propagate (a launcher's worker sends them to its client)."""
     try:
-        TemplateCLI(**CLI_SETTINGS, args=args)
+        TemplateCLI(args=args)
     finally:
         release_job_resources()
 

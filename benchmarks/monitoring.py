@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.epoch_timer import EpochTimer  # noqa: E402
 from callbacks.example_images import ExampleImages  # noqa: E402
 from callbacks.prediction_table import PredictionTable  # noqa: E402
-from cli import CLI_SETTINGS, TemplateCLI  # noqa: E402
+from cli import TemplateCLI  # noqa: E402
 
 MEDIA_CALLBACKS = (ExampleImages, PredictionTable)
 EPOCH_HOOKS = ("on_train_epoch_start", "on_train_batch_end", "on_train_epoch_end")
@@ -57,7 +57,7 @@ def one_run(logger: str, with_media: bool, log_dir: str) -> dict[str, float]:
         "--trainer.max_epochs", "1", "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0", "--trainer.enable_progress_bar", "false",
         "--trainer.enable_model_summary", "false", "--trainer.logger.init_args.save_dir", log_dir,
     ]
-    cli = TemplateCLI(**{**CLI_SETTINGS, "save_config_callback": None}, args=args, run=False)
+    cli = TemplateCLI(save_config_callback=None, args=args, run=False)
     trainer = cli.trainer
     if not with_media:
         trainer.callbacks[:] = [callback for callback in trainer.callbacks if not isinstance(callback, MEDIA_CALLBACKS)]

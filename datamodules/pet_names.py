@@ -10,6 +10,7 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset
 
 from errors import UserInputError
+from resume.data_order import resumable_loader
 
 log = logging.getLogger(__name__)
 
@@ -144,14 +145,13 @@ class PetNamesDataModule(LightningDataModule):
         self.val_windows = CharWindows(*encode_windows(val, self.context_length)) if val else None
 
     def _loader(self, dataset: Dataset, shuffle: bool, batch_size: int | None = None) -> DataLoader:
-        return DataLoader(
-            dataset,
-            batch_size=batch_size or self.hparams.batch_size,
-            shuffle=shuffle,
-            collate_fn=keep_batch,
-            num_workers=self.hparams.num_workers,
-            persistent_workers=self.hparams.num_workers > 0,
-        )
+        """Training (shuffled) batches come from a loader that resumes mid-epoch."""
+        batch_size = batch_size or self.hparams.batch_size
+        workers = self.hparams.num_workers
+        settings = dict(collate_fn=keep_batch, num_workers=workers, persistent_workers=workers > 0)
+        if shuffle:
+            return resumable_loader(self, dataset, batch_size, **settings)
+        return DataLoader(dataset, batch_size=batch_size, **settings)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_windows, shuffle=True)

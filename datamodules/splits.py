@@ -3,6 +3,8 @@
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset
 
+from resume.data_order import resumable_loader
+
 
 class SplitsDataModule(LightningDataModule):
     """Expects `batch_size` and `num_workers` hyper-parameters; tests on `test_set`, or on `val_set` when there is none."""
@@ -11,15 +13,18 @@ class SplitsDataModule(LightningDataModule):
     val_set: Dataset | None = None
     test_set: Dataset | None = None
 
-    def _loader(self, dataset: Dataset, shuffle: bool) -> DataLoader:
+    def _loader(self, dataset: Dataset) -> DataLoader:
         workers = self.hparams.num_workers
-        return DataLoader(dataset, batch_size=self.hparams.batch_size, shuffle=shuffle, num_workers=workers, persistent_workers=workers > 0)
+        return DataLoader(dataset, batch_size=self.hparams.batch_size, num_workers=workers, persistent_workers=workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, shuffle=True)
+        workers = self.hparams.num_workers
+        return resumable_loader(
+            self, self.train_set, self.hparams.batch_size, seed_each_sample=True, num_workers=workers, persistent_workers=workers > 0
+        )
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, shuffle=False)
+        return self._loader(self.val_set)
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader(self.test_set if self.test_set is not None else self.val_set, shuffle=False)
+        return self._loader(self.test_set if self.test_set is not None else self.val_set)

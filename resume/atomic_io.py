@@ -1,0 +1,58 @@
+"""Checkpoint files that are complete or absent, whatever kills the process during the write."""
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+from typing_extensions import override
+
+PARTIAL_SUFFIX = ".partial"
+
+
+def partial_path(path: Path) -> Path:
+    """Where a checkpoint is written before it is renamed into place: hidden, in the same directory (same filesystem)."""
+    return path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
+
+
+def _is_local(path) -> bool:
+    protocol = get_filesystem(str(path)).protocol
+    return "file" in ((protocol,) if isinstance(protocol, str) else protocol)
+
+
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Writes next to the target, flushes to disk, then renames: a reader sees the old file or the new one.
+
+    Lightning's own save goes through an fsspec transaction, which for a local path writes into the system's
+    temporary directory and then moves the file: a copy, not a rename, when that directory is on another
+    filesystem (a pod's /tmp and its mounted claim), so a kill during the copy leaves a truncated file. Remote
+    paths (s3://, gs://) keep Lightning's behaviour: object stores replace whole objects anyway.
+    """
+
+    @override
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if not _is_local(path):
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = partial_path(target)
+        try:
+            with open(partial, "wb") as handle:
+                torch.save(checkpoint, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+        _fsync_directory(target.parent)

@@ -1,0 +1,125 @@
+"""`last.ckpt` at an interval, at every epoch end and on preemption, with the one before kept as `previous.ckpt`."""
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_info
+from typing_extensions import override
+
+from resume.preemption import Preempted, StopSignals
+
+PREVIOUS_NAME = "previous"
+
+
+class ResumableCheckpoint(ModelCheckpoint):
+    """The checkpoint `--ckpt_path last` resumes from.
+
+    Writes `last.ckpt` every `every_n_train_steps` steps or `train_time_interval` of training (one of them; the
+    time is rank 0's, broadcast), at the end of every training epoch, and when SIGTERM or SIGINT reaches any rank:
+    then every rank saves at the next step boundary and exits with status 143. Before `last.ckpt` is replaced,
+    the file it replaces stays as `previous.ckpt` (a hard link, no copy), the fallback when `last.ckpt` turns out
+    to be damaged. Selecting the best model by a metric is a separate `ModelCheckpoint`.
+    """
+
+    CHECKPOINT_NAME_LAST = "last"
+
+    def __init__(
+        self,
+        dirpath: str | None = None,
+        every_n_train_steps: int | None = None,
+        train_time_interval: timedelta | None = None,
+    ):
+        """
+        Args:
+            dirpath: default: `checkpoints/` in the run's log directory.
+            every_n_train_steps: save every this many optimizer steps.
+            train_time_interval: or save when this much training time has passed since the last save, e.g. "0:05:00".
+        """
+        super().__init__(
+            dirpath=dirpath,
+            save_last=True,
+            save_top_k=0,
+            every_n_train_steps=every_n_train_steps,
+            train_time_interval=train_time_interval,
+            save_on_train_epoch_end=True,
+            enable_version_counter=False,
+        )
+        self._stop_signals = StopSignals()
+        self._stop: str | None = None  # "now" or "after epoch" once a stop signal reached any rank
+        self._saved_for_stop = False
+
+    @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # Lightning installs its own handlers when the run starts; this comes later and replaces them.
+        self._stop_signals.install()
+
+    @override
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        self._stop_signals.restore()
+
+    @override
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
+        if self._stop is None and self._stop_signals.requested_on_any_rank(trainer.strategy):
+            # After an epoch's last batch come validation and the epoch's end; the checkpoint that follows them
+            # keeps what they change (a plateau scheduler, the best score) and costs no more than 30 s here.
+            self._stop = "after epoch" if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch else "now"
+        if self._stop == "now":
+            self._save_and_report(trainer)
+            return
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    # A stop raises in the next hook, once Lightning has logged the step the checkpoint ends with.
+    @override
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+        self._raise_if_stopped()
+
+    @override
+    def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._raise_if_stopped()
+
+    @override
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._raise_if_stopped()
+        if self._stop == "after epoch":
+            self._save_and_report(trainer)
+            raise Preempted
+        self.save_resume_point(trainer)
+
+    def _save_and_report(self, trainer: Trainer) -> None:
+        self.save_resume_point(trainer)
+        self._saved_for_stop = True
+        received = self._stop_signals.received
+        cause = received.name if received is not None else "a signal to another rank"
+        rank_zero_info(
+            f"preempted at step {trainer.global_step} by {cause}: saved {self.last_model_path}; "
+            f"exiting with status {Preempted().code}, resume with --ckpt_path last"
+        )
+
+    def _raise_if_stopped(self) -> None:
+        if self._saved_for_stop:
+            raise Preempted
+
+    def save_resume_point(self, trainer: Trainer) -> None:
+        if not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    @override
+    def _save_checkpoint(self, trainer: Trainer, filepath: str) -> None:
+        target = Path(filepath)
+        if trainer.is_global_zero and target.is_file():
+            _replace_with_link(target, target.with_name(PREVIOUS_NAME + self.FILE_EXTENSION))
+        super()._save_checkpoint(trainer, filepath)
+
+
+def _replace_with_link(source: Path, link: Path) -> None:
+    """Make `link` another name of `source`'s content, atomically: `link` is never missing or half written."""
+    staging = link.with_name(f".{link.name}.{os.getpid()}.partial")
+    staging.unlink(missing_ok=True)
+    try:
+        os.link(source, staging)
+    except OSError:  # a filesystem without hard links
+        return
+    os.replace(staging, link)

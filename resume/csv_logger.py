@@ -1,0 +1,73 @@
+"""A CSVLogger that continues the metrics.csv of a resumed run instead of deleting it."""
+
+import csv
+from pathlib import Path
+
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.loggers.logger import rank_zero_experiment
+from typing_extensions import override
+
+
+class _ContinuingWriter(ExperimentWriter):
+    @override
+    def _check_log_dir_exists(self) -> None:
+        """Lightning's writer deletes an existing metrics.csv here; this one keeps it and appends under its header.
+
+        A private hook of lightning 2.6's writer: tests/test_resume.py checks that a resumed run's metrics.csv
+        equals an uninterrupted run's.
+        """
+        path = Path(self.metrics_file_path)
+        if path.is_file():
+            with path.open(newline="") as handle:
+                self.metrics_keys = list(csv.DictReader(handle).fieldnames or [])
+
+
+class ContinuingCSVLogger(CSVLogger):
+    """Lightning's CSVLogger, except that a run resumed into its old version directory appends to its metrics,
+    and that metrics are flushed with every checkpoint, so the file reaches the step a resume continues from.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._flush_next_log = False
+
+    @override
+    def after_save_checkpoint(self, checkpoint_callback) -> None:
+        """A checkpoint is saved before Lightning logs its step's metrics: flush now, and again once they arrive."""
+        self.save()
+        self._flush_next_log = True
+
+    @override
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        super().log_metrics(metrics, step)
+        if self._flush_next_log:
+            self._flush_next_log = False
+            self.save()
+
+    @property
+    @rank_zero_experiment
+    @override
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _ContinuingWriter(log_dir=self.log_dir)
+        return self._experiment
+
+
+def drop_rows_from_step(metrics_file: Path, step: int) -> int:
+    """Remove rows logged at `step` or later, which a run resumed from that step logs again. Returns how many."""
+    if not metrics_file.is_file():
+        return 0
+    with metrics_file.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        fieldnames, rows = reader.fieldnames or [], list(reader)
+    kept = [row for row in rows if not row.get("step") or int(row["step"]) < step]
+    if len(kept) < len(rows):
+        staging = metrics_file.with_name(f".{metrics_file.name}.partial")
+        with staging.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=fieldnames)
+            writer.writeheader()
+            writer.writerows(kept)
+        staging.replace(metrics_file)
+    return len(rows) - len(kept)

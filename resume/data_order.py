@@ -1,0 +1,142 @@
+"""A training data order that survives a stop: which epoch's permutation, and how far all ranks together got.
+
+Lightning saves and restores a training DataLoader that has `state_dict`/`load_state_dict` and then expects it to
+yield only the rest of the interrupted epoch. The position is kept for all ranks together, not per rank, so a run
+resumed with another number of processes deals out exactly the samples the interrupted epoch had not reached.
+Random augmentation is drawn from a seed of (run seed, epoch, sample index), so it does not depend on which
+DataLoader worker, process or resumed run loads a sample.
+"""
+
+import math
+import os
+import random
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from lightning.pytorch import LightningDataModule
+from lightning.pytorch.utilities import rank_zero_warn
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+__all__ = ["ResumableDataLoader", "ResumableSampler", "SeededSamples", "resumable_loader"]
+
+
+def sample_seed(seed: int, epoch: int, index: int) -> int:
+    return int(np.random.SeedSequence([seed, epoch, index]).generate_state(1)[0])
+
+
+class ResumableSampler(DistributedSampler):
+    """DistributedSampler's order (one permutation per epoch, dealt to ranks in turn) that can start mid-epoch.
+
+    Being a DistributedSampler, Lightning keeps it instead of inserting its own. `start` counts the samples of
+    this epoch's order consumed before the current pass; with `seed_each_sample` it yields (index, seed) keys
+    for `SeededSamples`.
+    """
+
+    def __init__(self, dataset: Dataset, num_replicas: int = 1, rank: int = 0, shuffle: bool = True, seed: int = 0, seed_each_sample: bool = False):
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
+        self.seed_each_sample = seed_each_sample
+        self.start = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.start = 0
+        super().set_epoch(epoch)
+
+    def epoch_order(self) -> torch.Tensor:
+        if not self.shuffle:
+            return torch.arange(len(self.dataset))
+        return torch.randperm(len(self.dataset), generator=torch.Generator().manual_seed(self.seed + self.epoch))
+
+    def __iter__(self):
+        remaining = self.epoch_order()[self.start :]
+        padding = (-len(remaining)) % self.num_replicas
+        if padding and len(remaining):  # as DistributedSampler: repeat the first samples so every rank gets as many
+            remaining = torch.cat([remaining, remaining.repeat(math.ceil(padding / len(remaining)))[:padding]])
+        indices = remaining[self.rank :: self.num_replicas].tolist()
+        if self.seed_each_sample:
+            return iter([(index, sample_seed(self.seed, self.epoch, index)) for index in indices])
+        return iter(indices)
+
+
+@contextmanager
+def _isolated_random_state():
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+
+
+class SeededSamples(Dataset):
+    """Loads sample `index` with torch, numpy and Python random generators seeded for that (epoch, sample)."""
+
+    def __init__(self, dataset: Dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, key: tuple[int, int]):
+        index, seed = key
+        with _isolated_random_state():
+            torch.manual_seed(seed)
+            np.random.seed(seed)
+            random.seed(seed)
+            return self.dataset[index]
+
+
+class ResumableDataLoader(DataLoader):
+    """Reports how many samples of the epoch all ranks have consumed, and resumes from such a report."""
+
+    sampler: ResumableSampler
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.sampler, ResumableSampler):
+            raise TypeError("ResumableDataLoader needs a ResumableSampler")
+        self._batches_yielded = 0
+
+    def __iter__(self):
+        self._batches_yielded = 0
+        for batch in super().__iter__():
+            self._batches_yielded += 1
+            yield batch
+
+    def state_dict(self) -> dict:
+        sampler = self.sampler
+        consumed = sampler.start + self._batches_yielded * self.batch_size * sampler.num_replicas
+        return {"epoch": sampler.epoch, "consumed": min(consumed, len(sampler.dataset)), "dataset_size": len(sampler.dataset)}
+
+    def load_state_dict(self, state: dict) -> None:
+        sampler = self.sampler
+        sampler.set_epoch(state["epoch"])
+        if state["dataset_size"] != len(sampler.dataset):
+            rank_zero_warn(
+                f"the checkpoint's data order is for {state['dataset_size']} training samples, the data now has "
+                f"{len(sampler.dataset)}: epoch {state['epoch']} starts over with the new data"
+            )
+            return
+        sampler.start = state["consumed"]
+
+
+def resumable_loader(datamodule: LightningDataModule, dataset: Dataset, batch_size: int, seed_each_sample: bool = False, **loader_kwargs) -> ResumableDataLoader:
+    """A shuffled training loader for this process's share of `dataset`, resumable mid-epoch.
+
+    Args:
+        seed_each_sample: seed random transforms per (epoch, sample); for datasets with random augmentation.
+        loader_kwargs: further DataLoader arguments (num_workers, collate_fn, ...).
+    """
+    trainer = datamodule.trainer
+    placement = getattr(trainer.strategy, "distributed_sampler_kwargs", None) if trainer is not None else None
+    placement = placement or {"num_replicas": 1, "rank": 0}
+    # The seed Lightning's own DistributedSampler would get: the one seed_everything set.
+    seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
+    sampler = ResumableSampler(dataset, **placement, shuffle=True, seed=seed, seed_each_sample=seed_each_sample)
+    # The loader's own generator draws the workers' base seeds, so creating an iterator leaves the global one alone.
+    return ResumableDataLoader(
+        SeededSamples(dataset) if seed_each_sample else dataset,
+        batch_size=batch_size, sampler=sampler, generator=torch.Generator(), **loader_kwargs,
+    )

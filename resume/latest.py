@@ -1,0 +1,143 @@
+"""`--ckpt_path last`: the newest checkpoint that loads, among every run of the same experiment.
+
+Lightning looks for `last` only in the new run's own, empty version directory. Here the experiment is the first
+logger's `save_dir`/`name` (or an explicit checkpoint `dirpath`, or `default_root_dir` without a logger); every
+version directory in it is searched, and the resumed run is pointed at that version, so its logs continue there.
+"""
+
+import logging
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+from errors import UserInputError, one_line
+from resume.checkpoint import PREVIOUS_NAME
+from resume.csv_logger import drop_rows_from_step
+
+log = logging.getLogger(__name__)
+
+VERSION_DIR = re.compile(r"version_(\d+)")
+# Loggers whose run directory is save_dir/name/version_N (or a version string).
+VERSIONED_LOGGERS = ("CSVLogger", "ContinuingCSVLogger", "TensorBoardLogger")
+PREFERRED = ("last.ckpt", f"{PREVIOUS_NAME}.ckpt")
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    checkpoint: Path
+    run_dir: Path | None  # the version directory the run continues in; None when checkpoints sit in a fixed dirpath
+    global_step: int
+    logged_steps: int  # the step number the resumed run logs its first metrics at
+
+
+def say(message: str) -> None:
+    if rank_zero_only.rank == 0:
+        print(f"resume: {message}", file=sys.stderr, flush=True)
+
+
+def checkpoint_candidates(directory: Path) -> list[Path]:
+    """Checkpoints in one directory, the ones to try first first: last, previous, then the newest."""
+    found = [path for path in directory.glob("*.ckpt") if path.is_file() and not path.name.startswith(".")]
+    return sorted(found, key=lambda path: (path.name not in PREFERRED, PREFERRED.index(path.name) if path.name in PREFERRED else 0, -path.stat().st_mtime))
+
+
+def loadable(path: Path) -> tuple[dict | None, str]:
+    """The checkpoint's progress counters, or None and why it cannot be resumed from."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as error:  # noqa: BLE001 - any failure to read it makes it unusable, whatever the cause
+        return None, one_line(error)
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "loops" not in checkpoint:
+        return None, "not a Lightning training checkpoint"
+    epoch_loop = checkpoint["loops"].get("fit_loop", {}).get("epoch_loop.state_dict", {})
+    return {"global_step": checkpoint.get("global_step", 0), "batches_that_stepped": epoch_loop.get("_batches_that_stepped", 0)}, ""
+
+
+def first_usable(candidates: list[Path]) -> tuple[Path, dict] | None:
+    """Try each candidate; say in one line when a damaged one is skipped; error when none works."""
+    failures = []
+    for path in candidates:
+        progress, reason = loadable(path)
+        if progress is not None:
+            if failures:
+                say(f"{failures[-1][0]} cannot be read ({failures[-1][1]}); falling back to {path}")
+            return path, progress
+        failures.append((path, reason))
+    if failures:
+        reasons = "; ".join(f"{path.name}: {reason}" for path, reason in failures)
+        raise UserInputError(f"no checkpoint in {failures[0][0].parent} can be resumed from ({reasons}); remove them to start fresh")
+    return None
+
+
+def _first_logger(trainer_config):
+    logger = trainer_config.get("logger")
+    if isinstance(logger, list):
+        logger = logger[0] if logger else None
+    return logger
+
+
+def _checkpoint_dirpath(trainer_config) -> str | None:
+    for callback in trainer_config.get("callbacks") or []:
+        init_args = getattr(callback, "init_args", None)
+        if callback.get("class_path", "").endswith("ResumableCheckpoint") and init_args is not None and init_args.get("dirpath"):
+            return init_args.dirpath
+    return None
+
+
+def find_resume_point(trainer_config) -> ResumePoint | None:
+    """The newest usable checkpoint of the experiment the trainer config writes to, or None if it has none yet."""
+    if dirpath := _checkpoint_dirpath(trainer_config):
+        return _in_directory(Path(dirpath), run_dir=None)
+    logger = _first_logger(trainer_config)
+    if not logger:
+        return _in_directory(Path(trainer_config.get("default_root_dir") or ".") / "checkpoints", run_dir=None)
+    class_name = logger.class_path.rsplit(".", 1)[-1] if hasattr(logger, "class_path") else ""
+    if class_name not in VERSIONED_LOGGERS:
+        raise UserInputError(f"--ckpt_path last finds runs of {', '.join(VERSIONED_LOGGERS)}, not of {class_name or logger}; pass a checkpoint path")
+    init_args = logger.init_args
+    experiment = Path(init_args.get("save_dir") or ".") / (init_args.get("name") or "lightning_logs")
+    runs = [path for path in experiment.iterdir() if path.is_dir()] if experiment.is_dir() else []
+    # The run whose newest checkpoint is newest; damaged files fall back within that run, then to older runs.
+    runs.sort(key=_newest_checkpoint_time, reverse=True)
+    for run_dir in runs:
+        point = _in_directory(run_dir / "checkpoints", run_dir=run_dir)
+        if point is not None:
+            return point
+    return None
+
+
+def _newest_checkpoint_time(run_dir: Path) -> float:
+    return max((path.stat().st_mtime for path in checkpoint_candidates(run_dir / "checkpoints")), default=0.0) if (run_dir / "checkpoints").is_dir() else 0.0
+
+
+def _in_directory(directory: Path, run_dir: Path | None) -> ResumePoint | None:
+    if not directory.is_dir():
+        return None
+    found = first_usable(checkpoint_candidates(directory))
+    if found is None:
+        return None
+    path, progress = found
+    # Lightning counts the step it resumes at once more than the saved counter (training_epoch_loop.reset).
+    return ResumePoint(path, run_dir, progress["global_step"], progress["batches_that_stepped"] + 1)
+
+
+def resolve_last(config) -> None:
+    """Replace `ckpt_path: last` in a parsed fit config by the checkpoint to resume and point the logger at its run."""
+    if config.get("ckpt_path") != "last":
+        return
+    point = find_resume_point(config.trainer)
+    if point is None:
+        say("no checkpoint of this experiment yet; starting fresh")
+        config.ckpt_path = None
+        return
+    config.ckpt_path = str(point.checkpoint)
+    if point.run_dir is not None:
+        version = VERSION_DIR.fullmatch(point.run_dir.name)
+        _first_logger(config.trainer).init_args.version = int(version.group(1)) if version else point.run_dir.name
+        if rank_zero_only.rank == 0:
+            drop_rows_from_step(point.run_dir / "metrics.csv", point.logged_steps)
+    say(f"continuing from {point.checkpoint} (step {point.global_step})")

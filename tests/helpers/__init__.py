@@ -1,0 +1,1 @@
+"""Shared test helpers: real faults for real runs (`faults`)."""

@@ -1,0 +1,74 @@
+"""Real faults at chosen points of a real run, named in a run's config like any callback or plugin.
+
+The signals are sent with os.kill, so they take the same path as one from `kill`, the kubelet or a terminal; the
+point is chosen from inside only to make it a given training step instead of a race against a timer.
+"""
+
+import os
+import signal
+from unittest import mock
+
+from lightning.pytorch import Callback
+
+from resume import atomic_io
+from resume.atomic_io import AtomicCheckpointIO
+
+
+class SignalAtStep(Callback):
+    """Sends `signal_name` once global step `step` has finished on global rank `rank`.
+
+    `whole_group` sends it to the run's whole process group (every rank of a machine): SIGKILL then is a lost node.
+    """
+
+    def __init__(self, step: int, signal_name: str = "SIGTERM", rank: int = 0, whole_group: bool = False):
+        self.step, self.signal, self.rank, self.whole_group = step, signal.Signals[signal_name], rank, whole_group
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and trainer.global_rank == self.rank:
+            if self.whole_group:
+                os.killpg(os.getpgrp(), self.signal)
+            else:
+                os.kill(os.getpid(), self.signal)
+
+
+class _KilledAfter:
+    """A file that SIGKILLs its process once `limit` bytes have been written to it."""
+
+    def __init__(self, handle, limit: int):
+        self._handle, self._limit, self._written = handle, limit, 0
+
+    def write(self, data) -> int:
+        if self._written + len(data) >= self._limit:
+            self._handle.write(bytes(data)[: self._limit - self._written])
+            self._handle.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        self._written += len(data)
+        return self._handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self._handle.close()
+
+
+class KilledDuringWrite(AtomicCheckpointIO):
+    """The template's checkpoint writer, killed with SIGKILL after `after_bytes` bytes of the `on_save`-th save."""
+
+    def __init__(self, on_save: int = 2, after_bytes: int = 100_000):
+        self.on_save, self.after_bytes, self.saves = on_save, after_bytes, 0
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        self.saves += 1
+        if self.saves != self.on_save:
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        real_open = open
+
+        def killing_open(file, mode="r", *args, **kwargs):
+            return _KilledAfter(real_open(file, mode, *args, **kwargs), self.after_bytes)
+
+        with mock.patch.object(atomic_io, "open", killing_open, create=True):
+            super().save_checkpoint(checkpoint, path, storage_options)
