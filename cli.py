@@ -16,7 +16,7 @@ import strategies  # noqa: F401  (registers --trainer.strategy layer_split and p
 from errors import find_user_error, one_line
 from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
 from resume.atomic_io import AtomicCheckpointIO
-from resume.latest import resolve_last
+from resume.latest import check_fits, resolve_last
 from resume.random_state import RandomState
 
 # Values only the datamodule knows, handed to the model when both are built. A link whose
@@ -51,6 +51,9 @@ class TemplateCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         if self.subcommand == "fit":
             resolve_last(self.config.fit)
+
+    def before_fit(self) -> None:
+        check_fits(self.model, self.config.fit.ckpt_path)
 
     def instantiate_trainer(self, **kwargs):
         """Every run writes checkpoints atomically, unless the config chose its own CheckpointIO plugin."""

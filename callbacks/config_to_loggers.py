@@ -13,7 +13,8 @@ class SaveConfigToLoggers(SaveConfigCallback):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """A resumed run continues in its run's directory: its config goes next to the first one, never over it."""
         if self.save_to_log_dir and not self.already_saved:
-            name = _unused_name(Path(trainer.log_dir), self.config_filename) if trainer.is_global_zero else None
+            log_dir = Path(trainer.log_dir)  # a collective: every rank asks
+            name = _unused_name(log_dir, self.config_filename) if trainer.is_global_zero else None
             self.config_filename = trainer.strategy.broadcast(name)
         super().setup(trainer, pl_module, stage)
 

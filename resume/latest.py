@@ -141,3 +141,16 @@ def resolve_last(config) -> None:
         if rank_zero_only.rank == 0:
             drop_rows_from_step(point.run_dir / "metrics.csv", point.logged_steps)
     say(f"continuing from {point.checkpoint} (step {point.global_step})")
+
+
+def check_fits(model, ckpt_path) -> None:
+    """A UserInputError naming the first parameter whose shape differs, instead of torch's page of mismatches."""
+    if ckpt_path is None or not Path(ckpt_path).is_file():
+        return
+    saved = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True).get("state_dict", {})
+    for name, tensor in model.state_dict().items():
+        if name in saved and hasattr(saved[name], "shape") and saved[name].shape != tensor.shape:
+            raise UserInputError(
+                f"checkpoint {ckpt_path} does not fit this model: {name} is {list(saved[name].shape)} there and "
+                f"{list(tensor.shape)} here; resume with the config the checkpoint was trained with, or start fresh"
+            )

@@ -1,5 +1,6 @@
 """Every rank's random number generators in the checkpoint, so dropout and sampling continue as if never stopped."""
 
+import io
 import random
 
 import numpy as np
@@ -31,6 +32,12 @@ def restore_states(states: dict) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
+def _serialized(states: dict) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(states, buffer)
+    return buffer.getvalue()
+
+
 class RandomState(Callback):
     """Saves torch, CUDA, numpy and Python random states of every rank; restores them just before training resumes.
 
@@ -46,9 +53,10 @@ class RandomState(Callback):
     def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
         local = current_states()
         if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            gathered: list[dict | None] = [None] * dist.get_world_size()
-            dist.all_gather_object(gathered, local)
-            checkpoint[CHECKPOINT_KEY] = gathered
+            # As bytes: all_gather_object cannot unpickle tensors it pickled itself (torch 2.14).
+            gathered: list[bytes | None] = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, _serialized(local))
+            checkpoint[CHECKPOINT_KEY] = [torch.load(io.BytesIO(states), weights_only=True) for states in gathered]
         else:
             checkpoint[CHECKPOINT_KEY] = [local]
 

@@ -12,12 +12,12 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_processes(subcommand: str, args: list[str], timeout: float = 240) -> tuple[int, str]:
+def run_processes(subcommand: str, args: list[str], timeout: float = 240, cwd: Path = ROOT) -> tuple[int, str]:
     """`python cli.py ...` in its own process group, so a hung multi-process run is killed whole."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     process = subprocess.Popen(
-        [sys.executable, "cli.py", subcommand, *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [sys.executable, str(ROOT / "cli.py"), subcommand, *args],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     try:
         output, _ = process.communicate(timeout=timeout)

@@ -1,0 +1,243 @@
+"""A stopped run resumes with `--ckpt_path last` to the uninterrupted run's weights, bit for bit.
+
+Real processes and real faults: SIGTERM to one rank, SIGINT to the launching process, SIGKILL to every process of
+the run (a lost node), SIGKILL in the middle of a checkpoint write, a truncated file. The staged MLP trains on 64
+generated images in batches of 8 with `deterministic: true`: 8 steps an epoch on one process (4 under 2-process
+DDP), 2 epochs, `last.ckpt` every 2 steps. Each fault hits a step drawn at random inside the second epoch (printed
+with every failure; set RESUME_TEST_SEED to repeat a draw).
+"""
+
+import csv
+import hashlib
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT
+from strategy_runs import run_processes
+
+SEED = int(os.environ.get("RESUME_TEST_SEED", random.randrange(1_000_000)))
+STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "ddp": 4}
+STRATEGY_ARGS = {
+    "single": [],
+    "layer_split": ["--config", str(ROOT / "configs/strategies/layer_split.yaml")],
+    "ddp": ["--trainer.strategy", "ddp", "--trainer.devices", "2"],
+    "pipeline": ["--config", str(ROOT / "configs/strategies/pipeline.yaml")],
+}
+RANKS = {"single": 1, "layer_split": 1, "ddp": 2, "pipeline": 2}
+SETTINGS = """
+trainer:
+  max_epochs: 2
+  deterministic: true
+  log_every_n_steps: 1
+  num_sanity_val_steps: 0
+  enable_progress_bar: false
+  enable_model_summary: false
+  callbacks:
+    - class_path: resume.checkpoint.ResumableCheckpoint
+      init_args: {{every_n_train_steps: 2}}
+model:
+  init_args:
+    hidden_sizes: [32]
+data:
+  init_args:
+    root: {shapes_root}
+    images_per_class: 16
+    canvas_size: 32
+    batch_size: 8
+    num_workers: 0
+"""
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory, shapes_root) -> Path:
+    path = tmp_path_factory.mktemp("settings") / "resume_mlp.yaml"
+    path.write_text(SETTINGS.format(shapes_root=shapes_root))
+    return path
+
+
+def mlp_args(settings: Path, log_dir: Path, strategy: str, *extra: str) -> list[str]:
+    return [
+        "--config", str(ROOT / "configs" / "mlp.yaml"), "--config", str(settings), *STRATEGY_ARGS[strategy],
+        "--trainer.logger.init_args.save_dir", str(log_dir), *extra,
+    ]
+
+
+def fault(step: int, signal_name: str, rank: int = 0, whole_group: bool = False) -> list[str]:
+    return [
+        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep", f"--trainer.callbacks.init_args.step={step}",
+        f"--trainer.callbacks.init_args.signal_name={signal_name}", f"--trainer.callbacks.init_args.rank={rank}",
+        f"--trainer.callbacks.init_args.whole_group={whole_group}",
+    ]
+
+
+def run(args: list[str]) -> tuple[int, str]:
+    return run_processes("fit", args)
+
+
+def run_ok(args: list[str]) -> str:
+    code, output = run(args)
+    assert code == 0, output[-4000:]
+    return output
+
+
+def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
+    (path,) = log_dir.rglob("last.ckpt")
+    return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
+
+
+def assert_bit_identical(resumed: dict[str, torch.Tensor], uninterrupted: dict[str, torch.Tensor], context: str) -> None:
+    assert resumed.keys() == uninterrupted.keys()
+    different = [name for name in resumed if not torch.equal(resumed[name], uninterrupted[name])]
+    assert not different, f"{context}: {different} differ"
+
+
+# Epoch means of training metrics (train/acc, train/epoch_loss) live in Lightning's and torchmetrics' in-memory
+# accumulators, which no checkpoint holds: for the interrupted epoch they cover the steps after the resume only.
+EPOCH_AGGREGATES = ("train/acc", "train/acc_top5", "train/epoch_loss")
+
+
+def metric_rows(log_dir: Path) -> list[dict[str, str]]:
+    (path,) = log_dir.rglob("metrics.csv")
+    with path.open() as handle:
+        return [{key: value for key, value in row.items() if key not in EPOCH_AGGREGATES} for row in csv.DictReader(handle)]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, settings) -> dict[str, Path]:
+    runs = {}
+    for strategy in STRATEGY_ARGS:
+        runs[strategy] = tmp_path_factory.mktemp(f"uninterrupted-{strategy}")
+        run_ok(mlp_args(settings, runs[strategy], strategy))
+    return runs
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize("strategy", list(STRATEGY_ARGS))
+def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, strategy, stop):
+    draw = random.Random(f"{SEED}-{strategy}-{stop}")
+    steps = STEPS_PER_EPOCH[strategy]
+    step = draw.randint(steps + 1, 2 * steps - 1)  # inside the second epoch, never at its ends
+    rank = draw.randrange(RANKS[strategy])
+    context = f"{strategy}, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
+
+    code, output = run(mlp_args(settings, tmp_path, strategy, *fault(step, stop, rank, whole_group=stop == "SIGKILL")))
+    if stop == "SIGTERM":
+        assert code == 143, f"{context}\n{output[-3000:]}"
+        assert f"preempted at step {step}" in output, context
+    else:
+        assert code == -9, f"{context}\n{output[-3000:]}"
+
+    output = run_ok(mlp_args(settings, tmp_path, strategy, "--ckpt_path", "last"))
+    # A kill loses the steps since the last checkpoint (every 2 steps; the one due at `step` comes after the kill).
+    expected_step = step if stop == "SIGTERM" else (step - 1) - (step - 1) % 2
+    assert f"(step {expected_step})" in output, f"{context}\n{output[-3000:]}"
+    assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted[strategy]), context)
+    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "a resumed job keeps one run directory"
+    assert metric_rows(tmp_path) == metric_rows(uninterrupted[strategy]), f"{context}: metrics.csv does not continue exactly"
+
+
+def test_sigint_to_the_launching_process_stops_every_rank_with_a_checkpoint(settings, tmp_path):
+    code, output = run(mlp_args(settings, tmp_path, "ddp", *fault(5, "SIGINT", rank=0)))
+    assert code == 143, output[-3000:]
+    assert "preempted at step 5 by SIGINT" in output
+    checkpoint = torch.load(next(tmp_path.rglob("last.ckpt")), map_location="cpu", weights_only=False)
+    assert checkpoint["global_step"] == 5
+
+
+def test_checkpoint_of_an_empty_experiment_starts_fresh_and_says_so(settings, tmp_path):
+    output = run_ok(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last", "--trainer.max_epochs", "1"))
+    assert "resume: no checkpoint of this experiment yet; starting fresh" in output
+    assert "no last checkpoint available" not in output
+
+
+# --- data order with another number of processes -------------------------------------------------------------
+
+
+def test_resumed_with_another_number_of_processes_no_sample_is_skipped_or_repeated(settings, tmp_path, shapes_root):
+    """Stopped under 2-process DDP in the middle of an epoch, resumed in 1 process: each sample once in that epoch."""
+    record = tmp_path / "samples"
+    recorder = ["--trainer.callbacks+=tests.helpers.sample_record.RecordSamples", f"--trainer.callbacks.init_args.directory={record}"]
+    code, output = run(mlp_args(settings, tmp_path, "ddp", *fault(6, "SIGTERM", rank=1), *recorder))
+    assert code == 143, output[-3000:]
+    run_ok(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last", *recorder))
+
+    seen_in_second_epoch = [line.split()[1] for path in record.glob("*.txt") for line in path.read_text().splitlines() if line.startswith("1 ")]
+    assert len(seen_in_second_epoch) == 64, "2 steps x 2 ranks x 8 samples before the stop, 4 steps x 8 after it"
+    assert len(set(seen_in_second_epoch)) == 64, "a sample was seen twice in the interrupted epoch"
+    assert set(seen_in_second_epoch) == training_images(settings, shapes_root)
+
+
+def training_images(settings: Path, shapes_root: Path) -> set[str]:
+    """Hashes of every image of the training split, as the datamodule serves them."""
+    from datamodules.synthetic_shapes import SyntheticShapesDataModule
+
+    data = SyntheticShapesDataModule(root=str(shapes_root), images_per_class=16, canvas_size=32, image_size=28, grayscale=True, augment=False)
+    data.prepare_data()
+    data.setup("fit")
+    return {hashlib.sha1(image.numpy().tobytes()).hexdigest() for image, _ in data.train_set}
+
+
+# --- damaged checkpoints -----------------------------------------------------------------------------------------
+
+
+def test_kill_inside_a_checkpoint_write_leaves_the_previous_last_ckpt_usable(settings, tmp_path):
+    """SIGKILL after 100 kB of the second save (step 4) of last.ckpt: the one from step 2 stays, whole."""
+    plugin = ["--trainer.plugins", '{"class_path": "tests.helpers.faults.KilledDuringWrite", "init_args": {"on_save": 2}}']
+    code, output = run(mlp_args(settings, tmp_path, "single", *plugin))
+    assert code == -9, output[-3000:]
+    checkpoints = tmp_path / "mlp" / "version_0" / "checkpoints"
+    assert [path.name for path in checkpoints.glob(".last.ckpt.*.partial")], "the kill should have hit a write in progress"
+    assert torch.load(checkpoints / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 2
+
+    output = run_ok(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last"))
+    assert "(step 2)" in output
+
+
+def test_truncated_last_ckpt_falls_back_to_the_previous_one(uninterrupted, settings, tmp_path):
+    first = run(mlp_args(settings, tmp_path, "single", *fault(11, "SIGTERM")))
+    assert first[0] == 143, first[1][-3000:]
+    last = tmp_path / "mlp" / "version_0" / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+
+    output = run_ok(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last"))
+    fallback = [line for line in output.splitlines() if "falling back" in line]
+    assert len(fallback) == 1 and "last.ckpt cannot be read" in fallback[0] and "previous.ckpt" in fallback[0]
+    assert "(step 10)" in output
+    assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted["single"]), "fallback to previous.ckpt")
+
+
+def test_no_readable_checkpoint_is_a_one_line_error(settings, tmp_path):
+    checkpoints = tmp_path / "mlp" / "version_0" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "last.ckpt").write_bytes(b"not a checkpoint")
+    code, output = run(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last"))
+    assert code == 2
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "can be resumed from" in errors[0] and "last.ckpt" in errors[0]
+    assert "Traceback" not in output
+
+
+def test_resume_with_another_model_shape_names_the_mismatched_parameter(settings, tmp_path):
+    run_ok(mlp_args(settings, tmp_path, "single", "--trainer.max_epochs", "1"))
+    code, output = run(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last", "--model.init_args.hidden_sizes", "[48]"))
+    assert code == 2, output[-3000:]
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "network.blocks.0.1.0.weight is [32, 784] there and [48, 784] here" in errors[0], errors
+    assert "Traceback" not in output
+
+
+# --- nothing outside logs/ ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", [["--trainer.fast_dev_run", "2"], ["--trainer.logger", "false", "--trainer.max_steps", "2"]])
+def test_runs_write_nothing_outside_logs(settings, tmp_path, shapes_root, setting):
+    """Run from an empty working directory (the project root of a user): only logs/ may appear there."""
+    project = tmp_path / "project"
+    project.mkdir()
+    args = ["--config", str(ROOT / "configs" / "mlp.yaml"), "--config", str(settings), *setting]
+    code, output = run_processes("fit", args, cwd=project)
+    assert code == 0, output[-3000:]
+    assert sorted(path.name for path in project.iterdir()) == ["logs"]
