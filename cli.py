@@ -49,8 +49,14 @@ class TemplateCLI(LightningCLI):
         parser.add_class_arguments(DaskOptions, "dask")  # cookiecutter: only with dask
 
     def before_instantiate_classes(self) -> None:
-        if self.subcommand == "fit":
-            resolve_last(self.config.fit)
+        if self.subcommand != "fit":
+            return
+        config = self.config.fit
+        # cookiecutter: only with dask
+        if dask_requested(config.dask) and config.dask.resume and config.ckpt_path is None:
+            config.ckpt_path = "last"  # a launcher's job continues where its last attempt stopped
+        # cookiecutter: end
+        resolve_last(config)
 
     def before_fit(self) -> None:
         check_fits(self.model, self.config.fit.ckpt_path)

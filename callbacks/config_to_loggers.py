@@ -14,7 +14,7 @@ class SaveConfigToLoggers(SaveConfigCallback):
         """A resumed run continues in its run's directory: its config goes next to the first one, never over it."""
         if self.save_to_log_dir and not self.already_saved:
             log_dir = Path(trainer.log_dir)  # a collective: every rank asks
-            name = _unused_name(log_dir, self.config_filename) if trainer.is_global_zero else None
+            name = unused_config_name(log_dir, self.config_filename) if trainer.is_global_zero else None
             self.config_filename = trainer.strategy.broadcast(name)
         super().setup(trainer, pl_module, stage)
 
@@ -28,7 +28,7 @@ class SaveConfigToLoggers(SaveConfigCallback):
         # cookiecutter: end
 
 
-def _unused_name(log_dir: Path, filename: str) -> str:
+def unused_config_name(log_dir: Path, filename: str) -> str:
     """`config.yaml`, or `config.resumed-K.yaml` for the K-th resumption of the same run."""
     path = Path(filename)
     resumption = 0

@@ -18,12 +18,15 @@ class DaskOptions:
         restart: Restart the cluster's workers before the run, which clears their memory.
         timeout_s: Seconds that the rendezvous and every collective may wait for the other ranks
             before the run fails instead of hanging.
+        resume: Continue the experiment's newest checkpoint when no --ckpt_path is given, as a restarted
+            job should (--ckpt_path last); false starts a new run.
     """
 
     n_workers: int | None = None
     address: str | None = None
     restart: bool = False
     timeout_s: float = 600.0
+    resume: bool = True
 
 
 def dask_requested(options) -> bool:

@@ -7,11 +7,15 @@ and is written to this machine's log directory. A task that raises or a worker t
 run: the client names the rank, the worker and the cause, cancels the rest and exits non-zero.
 """
 
+import csv
 import inspect
+import io
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -23,14 +27,18 @@ from pathlib import Path
 
 import dask
 import yaml
-from distributed import Client, LocalCluster
+from distributed import Client, Event, LocalCluster, Queue
 from distributed.comm import get_address_host
 from distributed.utils import open_port
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
+from callbacks.config_to_loggers import unused_config_name
 from errors import UserInputError, find_user_error, one_line
 from launchers import DaskOptions
-from launchers.dask_worker import DaskRankEnvironment, MetricsToClient, run_rank
+from launchers.dask_worker import DaskRankEnvironment, MetricsToClient, as_list, class_path, run_rank
+from resume.checkpoint import keep_as_previous
+from resume.latest import VERSIONED_LOGGERS
+from resume.preemption import STOP_SIGNALS, Preempted, restore_handlers
 
 log = logging.getLogger(__name__)
 log.setLevel(logging.INFO)
@@ -46,6 +54,8 @@ SETTLE_S = 2.0
 CLUSTER_TIMEOUT_S = 60
 DEATH_MESSAGE = re.compile(r"Worker process (\d+) (.+)")
 VERSION_DIR = re.compile(r"version_(\d+)")
+METRICS_FILE = "metrics.csv"
+CONFIG_FILE = re.compile(r"config(\.resumed-\d+)?\.yaml")
 EMBEDDED_CLUSTER_CONFIG = {
     # DataLoader workers are child processes, which a daemonic Dask worker may not start.
     "distributed.worker.daemon": False,
@@ -75,6 +85,8 @@ def launch(subcommand: str, config, parser) -> None:
     if options.timeout_s <= 0:
         raise UserInputError(f"--dask.timeout_s must be positive, got {options.timeout_s}")
     resolved = yaml.safe_load(parser.dump(config, skip_none=False))
+    output_root = client_output_root(resolved)
+    pin_run_version(resolved, output_root)
     strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"), options.timeout_s)
     check_one_device_per_rank(resolved["trainer"])
     checkpoint = read_local_checkpoint(resolved.get("ckpt_path"))
@@ -96,24 +108,50 @@ def launch(subcommand: str, config, parser) -> None:
         client.subscribe_topic(topic, show_metrics)
         rank_config = yaml.safe_dump(rank_run_config(resolved, strategy, len(workers), topic), sort_keys=False)
         shipped_checkpoint = client.scatter(checkpoint, broadcast=True) if checkpoint is not None else None
+        stop_event = f"{topic}-stop"
+        checkpoints = CheckpointReceiver(client, f"{topic}-checkpoints", output_root)
         futures = [
             client.submit(
-                run_rank, subcommand, rank_config, rank, len(workers), main_address, main_port, shipped_checkpoint,
-                key=f"{topic}-rank{rank}", workers=[worker], pure=False, allow_other_workers=False,
+                run_rank, subcommand, rank_config, rank, len(workers), main_address, main_port, shipped_checkpoint, stop_event,
+                checkpoints.queue_name, key=f"{topic}-rank{rank}", workers=[worker], pure=False, allow_other_workers=False,
             )
             for rank, worker in enumerate(workers)
         ]
         try:
-            failed = wait_for_ranks(client, futures, workers)
-        except BaseException:  # Ctrl-C here must not leave ranks training on an existing cluster
+            with stop_requests_forwarded(client, stop_event):
+                failed = wait_for_ranks(client, futures, workers, on_poll=checkpoints.receive)
+            checkpoints.receive()
+        except BaseException:  # a second Ctrl-C here must not leave ranks training on an existing cluster
             stop_ranks(client, futures, workers, embedded)
             raise
         if failed:
             failure = run_failure(client, failed, futures, workers, pids, death_reasons)
             stop_ranks(client, futures, workers, embedded)
             raise failure
-        destination = write_run_dir(futures[0].result(), client_output_root(resolved), parser.dump(config, skip_none=False))
+        results = [future.result() for future in futures]
+        destination = write_run_dir(results[0], output_root, parser.dump(config, skip_none=False))
         log.info(f"dask: rank 0's results are in {destination}")
+        if any(result["preempted"] for result in results):
+            log.info(f"dask: stopped with a checkpoint in {destination / 'checkpoints'}; the same command continues the run")
+            raise Preempted
+
+
+@contextmanager
+def stop_requests_forwarded(client: Client, stop_event: str) -> Iterator[None]:
+    """The first SIGINT or SIGTERM to this process asks every rank to checkpoint and stop; the next one interrupts."""
+    previous: dict = {}
+
+    def forward(signum: int, frame) -> None:
+        restore_handlers(previous)  # a second signal takes the default path: KeyboardInterrupt or termination
+        log.info(f"dask: {signal.Signals(signum).name}: every rank checkpoints at its next step, then the run stops")
+        Event(stop_event, client=client).set()
+
+    if threading.current_thread() is threading.main_thread():
+        previous = {signum: signal.signal(signum, forward) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        restore_handlers(previous)
 
 
 @contextmanager
@@ -233,16 +271,6 @@ def rank_run_config(resolved: dict, strategy: dict, world_size: int, topic: str)
     return config
 
 
-def as_list(value) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
-
-
-def class_path(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 def show_metrics(event: tuple[float, dict]) -> None:
     """Print one epoch's metrics from rank 0 (a Dask event) on the client."""
     _, message = event
@@ -251,10 +279,11 @@ def show_metrics(event: tuple[float, dict]) -> None:
     log.info(f"dask: {where}: {values}")
 
 
-def wait_for_ranks(client: Client, futures: list, workers: list[str]) -> set[int]:
+def wait_for_ranks(client: Client, futures: list, workers: list[str], on_poll=lambda: None) -> set[int]:
     """Block until every rank finished (returns an empty set) or one failed (returns the ranks that failed)."""
     first_failure_at = None
     while True:
+        on_poll()
         alive = set(client.nthreads())  # the cheapest way to ask the scheduler which workers it has
         failed = {
             rank
@@ -333,19 +362,70 @@ def client_output_root(resolved: dict) -> Path:
     return Path(trainer.get("default_root_dir") or ".")
 
 
+def pin_run_version(resolved: dict, output_root: Path) -> None:
+    """Fix the run's version directory before the ranks start, so checkpoints they send land in the right place."""
+    loggers = as_list(resolved["trainer"].get("logger"))
+    logger = loggers[0] if loggers and isinstance(loggers[0], dict) else None
+    if logger is None or logger["class_path"].rsplit(".", 1)[-1] not in VERSIONED_LOGGERS:
+        return
+    init_args = logger.setdefault("init_args", {})
+    if init_args.get("version") is None:  # not resumed (`--ckpt_path last` sets the version it continues)
+        init_args["version"] = next_version(output_root / (init_args.get("name") or "lightning_logs"))
+
+
+class CheckpointReceiver:
+    """Stores the checkpoints rank 0 sends while it trains under the client's output root, as rank 0 has them."""
+
+    def __init__(self, client: Client, queue_name: str, output_root: Path):
+        self.queue_name, self.output_root = queue_name, output_root
+        self._queue = Queue(queue_name, client=client)
+
+    def receive(self) -> None:
+        while self._queue.qsize():
+            future = self._queue.get()
+            sent = future.result()
+            future.release()
+            store_checkpoint(self.output_root / sent.path, sent.data)
+
+
+def store_checkpoint(path: Path, data: bytes) -> None:
+    """Write atomically; a new last.ckpt keeps the one it replaces as previous.ckpt, as on the rank."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keep_as_previous(path)
+    staging = path.with_name(f".{path.name}.partial")
+    staging.write_bytes(data)
+    staging.replace(path)
+
+
 def write_run_dir(result: dict, output_root: Path, config_yaml: str) -> Path:
-    """Write rank 0's run directory under `output_root`, as the next free version_N, with the client's config."""
-    run_dir = Path(result["run_dir"])
-    if VERSION_DIR.fullmatch(run_dir.name):
-        run_dir = run_dir.with_name(f"version_{next_version(output_root / run_dir.parent)}")
-    destination = output_root / run_dir
+    """Write rank 0's run directory under `output_root`; a resumed run's metrics.csv continues the one there."""
+    destination = output_root / result["run_dir"]
     for relative_path, data in result["files"].items():
         path = destination / relative_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        if relative_path == METRICS_FILE and path.is_file():
+            append_metrics(path, data)
+        elif path.suffix == ".ckpt":
+            continue  # received while training, in the order they were written
+        elif not CONFIG_FILE.fullmatch(relative_path):
+            path.write_bytes(data)
     # The config that reproduces this run is the client's, with its dask section, not the one each rank ran.
-    (destination / "config.yaml").write_text(config_yaml)
+    (destination / unused_config_name(destination, "config.yaml")).write_text(config_yaml)
     return destination
+
+
+def append_metrics(existing: Path, new_rows_csv: bytes) -> None:
+    """Add a resumed session's rows to the run's metrics.csv, under the union of both headers."""
+    with existing.open(newline="") as handle:
+        old = csv.DictReader(handle)
+        fieldnames, rows = list(old.fieldnames or []), list(old)
+    new = csv.DictReader(io.StringIO(new_rows_csv.decode()))
+    new_rows = list(new)
+    fieldnames += [name for name in new.fieldnames or [] if name not in fieldnames]
+    with existing.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=sorted(fieldnames))
+        writer.writeheader()
+        writer.writerows(rows + new_rows)
 
 
 def next_version(parent: Path) -> int:

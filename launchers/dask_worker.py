@@ -8,14 +8,22 @@ nothing relies on a filesystem shared with the client.
 
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment
 from lightning.pytorch import Callback, LightningModule, Trainer
+
+from resume.atomic_io import AtomicCheckpointIO
+from resume.preemption import Preempted, install_stop_handlers, request_stop, restore_handlers
 
 # The input config lives outside the output root: a run without a logger writes config.yaml to its root.
 LAUNCH_CONFIG = "launch.yaml"
@@ -95,6 +103,39 @@ class MetricsToClient(Callback):
         get_worker().log_event(self.topic, {"stage": stage, "epoch": trainer.current_epoch, "step": trainer.global_step, "metrics": metrics})
 
 
+@dataclass(frozen=True)
+class SentFile:
+    path: str
+    data: bytes
+
+
+class CheckpointsToClient(AtomicCheckpointIO):
+    """Rank 0's checkpoint writer under the Dask launcher: every file it writes also goes to the client.
+
+    The client keeps the run's checkpoints on its own disk as they are written, so a job resumes after any worker,
+    or the whole cluster, is lost, without a filesystem shared with the workers. The bytes stay on this worker
+    until the client fetches them; only a reference passes through the scheduler (a Dask queue).
+    """
+
+    def __init__(self, queue: str, output_root: str):
+        """
+        Args:
+            queue: the Dask queue the client reads: futures of `SentFile`s, paths relative to `output_root`.
+            output_root: the worker-side directory the paths are relative to.
+        """
+        super().__init__()
+        self.queue, self.output_root = queue, output_root
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        super().save_checkpoint(checkpoint, path, storage_options)
+        from distributed import Queue, get_client
+
+        client = get_client()
+        relative = Path(path).resolve().relative_to(Path(self.output_root).resolve()).as_posix()
+        # A queue carries a future only as a whole element, so the path travels inside the scattered data.
+        Queue(self.queue, client=client).put(client.scatter(SentFile(relative, Path(path).read_bytes())))
+
+
 def run_rank(
     subcommand: str,
     config_yaml: str,
@@ -103,8 +144,14 @@ def run_rank(
     main_address: str,
     main_port: int,
     checkpoint: bytes | None = None,
-) -> dict | None:
-    """Run cli.py as global rank `rank`; rank 0 returns its run directory as {"run_dir", "files": {path: bytes}}."""
+    stop_event: str | None = None,
+    checkpoint_queue: str | None = None,
+) -> dict:
+    """Run cli.py as global rank `rank`; returns {"preempted": bool}, and rank 0 its run directory as "run_dir", "files".
+
+    A stop request (SIGTERM or SIGINT to this worker process, or the client setting the Dask event `stop_event`)
+    makes every rank checkpoint at its next step and return with "preempted" set.
+    """
     os.environ.update(MASTER_ADDR=main_address, MASTER_PORT=str(main_port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0")
     # Lightning reads the rank for its rank-zero-only logging once, at import, which may have happened in an earlier task.
     from lightning_utilities.core.rank_zero import rank_zero_only
@@ -117,6 +164,9 @@ def run_rank(
         config = yaml.safe_load(config_yaml)
         output_root = Path(workdir) / OUTPUT_ROOT
         write_outputs_under(config, output_root)
+        if checkpoint_queue is not None and rank == 0:
+            plugin = {"class_path": class_path(CheckpointsToClient), "init_args": {"queue": checkpoint_queue, "output_root": str(output_root)}}
+            config["trainer"]["plugins"] = [*as_list(config["trainer"].get("plugins")), plugin]
         if multiprocessing.current_process().daemon:
             load_data_in_process(config)
         if checkpoint is not None:
@@ -126,11 +176,69 @@ def run_rank(
         launch_config.write_text(yaml.safe_dump(config, sort_keys=False))
         # LightningCLI warns when it is given `args` while the process has command-line arguments (the worker's own).
         worker_argv, sys.argv = sys.argv, sys.argv[:1]
+        preempted = False
         try:
-            cli.run([subcommand, "--config", str(launch_config)])
+            with forwarded_stop_requests(stop_event):
+                cli.run([subcommand, "--config", str(launch_config)])
+        except Preempted:
+            preempted = True
         finally:
             sys.argv = worker_argv
-        return collect_run_dir(output_root) if rank == 0 else None
+        return {"preempted": preempted, **(collect_run_dir(output_root) if rank == 0 else {})}
+
+
+@contextmanager
+def forwarded_stop_requests(stop_event: str | None) -> Iterator[None]:
+    """Turn SIGTERM/SIGINT to this worker process, or the client's stop event, into a stop request for the training.
+
+    The training runs in a task thread, where signal handlers cannot be set: they go to the main thread, which runs
+    the worker's event loop, for as long as the task runs.
+    """
+    from distributed import Event, get_client, get_worker
+
+    worker, client = get_worker(), get_client()
+    previous: dict = {}
+    installed = threading.Event()
+
+    def install() -> None:
+        previous.update(install_stop_handlers())
+        installed.set()
+
+    worker.loop.add_callback(install)
+    installed.wait(timeout=10)
+    finished = threading.Event()
+
+    def watch() -> None:
+        event = Event(stop_event, client=client)
+        while not finished.is_set():
+            try:
+                stop = event.wait(timeout=1)
+            except OSError:  # the scheduler is gone: the run is ending anyway
+                return
+            if stop:
+                request_stop(signal.SIGTERM)
+                finished.wait(timeout=1)
+
+    watcher = threading.Thread(target=watch, name="dask-stop-watcher", daemon=True) if stop_event else None
+    if watcher is not None:
+        watcher.start()
+    try:
+        yield
+    finally:
+        finished.set()
+        if watcher is not None:
+            watcher.join(timeout=5)
+        worker.loop.add_callback(restore_handlers, previous)
+
+
+def as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def write_outputs_under(config: dict, output_root: Path) -> None:

@@ -9,9 +9,9 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_info
 from typing_extensions import override
 
-from resume.preemption import Preempted, StopSignals
+from resume.preemption import Preempted, StopSignals, clear_stop_request
 
-PREVIOUS_NAME = "previous"
+LAST_NAME, PREVIOUS_NAME = "last.ckpt", "previous.ckpt"
 
 
 class ResumableCheckpoint(ModelCheckpoint):
@@ -59,6 +59,7 @@ class ResumableCheckpoint(ModelCheckpoint):
     @override
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         self._stop_signals.restore()
+        clear_stop_request()
 
     @override
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
@@ -109,17 +110,20 @@ class ResumableCheckpoint(ModelCheckpoint):
     @override
     def _save_checkpoint(self, trainer: Trainer, filepath: str) -> None:
         target = Path(filepath)
-        if trainer.is_global_zero and target.is_file():
-            _replace_with_link(target, target.with_name(PREVIOUS_NAME + self.FILE_EXTENSION))
+        if trainer.is_global_zero:
+            keep_as_previous(target)
         super()._save_checkpoint(trainer, filepath)
 
 
-def _replace_with_link(source: Path, link: Path) -> None:
-    """Make `link` another name of `source`'s content, atomically: `link` is never missing or half written."""
-    staging = link.with_name(f".{link.name}.{os.getpid()}.partial")
+def keep_as_previous(last: Path) -> None:
+    """Before `last.ckpt` is replaced, give its content the name `previous.ckpt` too: a hard link, atomically."""
+    if last.name != LAST_NAME or not last.is_file():
+        return
+    previous = last.with_name(PREVIOUS_NAME)
+    staging = previous.with_name(f".{previous.name}.{os.getpid()}.partial")
     staging.unlink(missing_ok=True)
     try:
-        os.link(source, staging)
+        os.link(last, staging)
     except OSError:  # a filesystem without hard links
         return
-    os.replace(staging, link)
+    os.replace(staging, previous)

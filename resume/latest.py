@@ -15,7 +15,7 @@ import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from errors import UserInputError, one_line
-from resume.checkpoint import PREVIOUS_NAME
+from resume.checkpoint import LAST_NAME, PREVIOUS_NAME
 from resume.csv_logger import drop_rows_from_step
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 VERSION_DIR = re.compile(r"version_(\d+)")
 # Loggers whose run directory is save_dir/name/version_N (or a version string).
 VERSIONED_LOGGERS = ("CSVLogger", "ContinuingCSVLogger", "TensorBoardLogger")
-PREFERRED = ("last.ckpt", f"{PREVIOUS_NAME}.ckpt")
+PREFERRED = (LAST_NAME, PREVIOUS_NAME)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from lightning.pytorch.strategies import Strategy
 PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
+_received: signal.Signals | None = None
+
 
 class Preempted(SystemExit):
     """Raised on every rank once the checkpoint is written: the process ends with status 143, resumable."""
@@ -17,33 +19,58 @@ class Preempted(SystemExit):
         super().__init__(PREEMPTED_EXIT_CODE)
 
 
+def request_stop(signum: int = signal.SIGTERM, frame=None) -> None:
+    """Ask the running training to checkpoint and stop at its next step; a signal handler, or called by a launcher."""
+    global _received
+    _received = signal.Signals(signum)
+
+
+def received_stop() -> signal.Signals | None:
+    return _received
+
+
+def clear_stop_request() -> None:
+    """Forget a handled request, so that the next job in the same process (a launcher's worker) starts clean."""
+    global _received
+    _received = None
+
+
+def install_stop_handlers() -> dict:
+    """Make SIGTERM and SIGINT request a stop instead of killing; must run on the main thread. Returns the old handlers."""
+    return {signum: signal.signal(signum, request_stop) for signum in STOP_SIGNALS}
+
+
+def restore_handlers(previous: dict) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
 class StopSignals:
-    """Records SIGTERM and SIGINT instead of dying on them, so that all ranks can agree on one step to stop at.
+    """While training runs, SIGTERM and SIGINT request a stop, which all ranks agree on at the same step.
 
     A signal reaches one rank (a pod's process, the launching process) or all of them (Ctrl-C in a terminal);
     `requested_on_any_rank` turns either case into the same decision everywhere. Lightning's own SIGTERM handler
     broadcasts from rank 0 inside the handler, which misses a signal sent to another rank (Lightning issue #20806),
-    so it is replaced while training runs and restored afterwards.
+    so it is replaced while training runs and restored afterwards. Where training does not run on the main thread
+    (a Dask task), the launcher installs the handlers and forwards stop requests itself.
     """
 
     def __init__(self) -> None:
-        self.received: signal.Signals | None = None
-        self._previous: dict[signal.Signals, object] = {}
+        self._previous: dict = {}
 
     def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread (e.g. not inside a Dask task)
-        for signum in STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._record)
+        clear_stop_request()
+        if threading.current_thread() is threading.main_thread():
+            self._previous = install_stop_handlers()
 
     def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
+        restore_handlers(self._previous)
+        self._previous = {}
 
-    def _record(self, signum: int, frame) -> None:
-        self.received = signal.Signals(signum)
+    @property
+    def received(self) -> signal.Signals | None:
+        return received_stop()
 
     def requested_on_any_rank(self, strategy: Strategy) -> bool:
         """One collective per call: every rank must call it at the same step."""
-        return strategy.reduce_boolean_decision(self.received is not None, all=False)
+        return strategy.reduce_boolean_decision(received_stop() is not None, all=False)

@@ -139,6 +139,34 @@ def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stra
     assert metric_rows(tmp_path) == metric_rows(uninterrupted[strategy]), f"{context}: metrics.csv does not continue exactly"
 
 
+# cookiecutter: only with dask
+DASK = ["--dask.n_workers", "2"]
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL", "SIGINT to the client"])
+def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
+    """A rank's worker process gets SIGTERM or SIGKILL, or the client gets SIGINT; the same command then resumes.
+
+    No filesystem is shared: rank 0 sends each checkpoint to the client as it is written.
+    """
+    draw = random.Random(f"{SEED}-dask-{stop}")
+    step, rank = draw.randint(5, 7), draw.randrange(2)
+    context = f"dask, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
+    signal_name, to_parent = ("SIGINT", True) if stop == "SIGINT to the client" else (stop, False)
+    code, output = run(mlp_args(settings, tmp_path, "single", *DASK, *fault(step, signal_name, rank), f"--trainer.callbacks.init_args.to_parent={to_parent}"))
+    if stop == "SIGKILL":
+        assert code == 1 and "died: was killed by signal 9" in output, f"{context}\n{output[-3000:]}"
+    else:
+        assert code == 143, f"{context}\n{output[-3000:]}"
+        assert "preempted at step" in output and "the same command continues the run" in output, context
+
+    output = run_ok(mlp_args(settings, tmp_path, "single", *DASK))
+    assert "resume: continuing from" in output, f"{context}\n{output[-3000:]}"
+    assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted["ddp"]), context)
+    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "a resumed job keeps one run directory"
+
+
+# cookiecutter: end
 def test_sigint_to_the_launching_process_stops_every_rank_with_a_checkpoint(settings, tmp_path):
     code, output = run(mlp_args(settings, tmp_path, "ddp", *fault(5, "SIGINT", rank=0)))
     assert code == 143, output[-3000:]

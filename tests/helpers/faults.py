@@ -18,17 +18,20 @@ class SignalAtStep(Callback):
     """Sends `signal_name` once global step `step` has finished on global rank `rank`.
 
     `whole_group` sends it to the run's whole process group (every rank of a machine): SIGKILL then is a lost node.
+    `to_parent` sends it to the process that started this one: the launching client of a Dask rank.
     """
 
-    def __init__(self, step: int, signal_name: str = "SIGTERM", rank: int = 0, whole_group: bool = False):
-        self.step, self.signal, self.rank, self.whole_group = step, signal.Signals[signal_name], rank, whole_group
+    def __init__(self, step: int, signal_name: str = "SIGTERM", rank: int = 0, whole_group: bool = False, to_parent: bool = False):
+        self.step, self.signal, self.rank = step, signal.Signals[signal_name], rank
+        self.whole_group, self.to_parent = whole_group, to_parent
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step == self.step and trainer.global_rank == self.rank:
-            if self.whole_group:
-                os.killpg(os.getpgrp(), self.signal)
-            else:
-                os.kill(os.getpid(), self.signal)
+        if trainer.global_step != self.step or trainer.global_rank != self.rank:
+            return
+        if self.whole_group:
+            os.killpg(os.getpgrp(), self.signal)
+        else:
+            os.kill(os.getppid() if self.to_parent else os.getpid(), self.signal)
 
 
 class _KilledAfter:
