@@ -65,7 +65,7 @@ class ResumableCheckpoint(ModelCheckpoint):
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
         if self._stop is None and self._stop_signals.requested_on_any_rank(trainer.strategy):
             # After an epoch's last batch come validation and the epoch's end; the checkpoint that follows them
-            # keeps what they change (a plateau scheduler, the best score) and costs no more than 30 s here.
+            # keeps what they change (a plateau scheduler, the best score). A long validation delays the stop.
             self._stop = "after epoch" if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch else "now"
         if self._stop == "now":
             self._save_and_report(trainer)
@@ -86,8 +86,17 @@ class ResumableCheckpoint(ModelCheckpoint):
         self._raise_if_stopped()
         if self._stop == "after epoch":
             self._save_and_report(trainer)
-            raise Preempted
+            return
         self.save_resume_point(trainer)
+
+    # After an epoch-end save, every rank first finishes the epoch's metrics (collectives), then stops.
+    @override
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._raise_if_stopped()
+
+    @override
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._raise_if_stopped()
 
     def _save_and_report(self, trainer: Trainer) -> None:
         self.save_resume_point(trainer)
