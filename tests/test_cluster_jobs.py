@@ -290,6 +290,26 @@ def test_manifest_without_output_prints_plain_yaml_for_kubectl():
     assert "runai submit-dist pytorch example --workers=1" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        ([], True),
+        (["--pvc", "results:/workspace/logs"], False),
+        (["--pvc", "results:/workspace"], False),
+        (["--pvc", "results:/workspace/logs", "--", "--trainer.logger.init_args.save_dir=/runs"], True),
+        (["--pvc", "runs:/runs", "--", "--trainer.logger.init_args.save_dir", "/runs/shapes"], False),
+        (["--restart-policy", "Never"], False),
+    ],
+)
+def test_a_job_whose_checkpoints_are_on_no_claim_is_warned_it_cannot_resume(args, warned):
+    result = generate(*BASE, *args)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == warned
+    if warned:
+        assert "where checkpoints are written: a restarted pod will train from step 0" in warnings[0]
+
+
 def test_pods_run_the_manifest_command_as_one_ddp_job(tmp_path, shapes_root):
     """One process per pod: the operator's RANK and WORLD_SIZE reach Lightning through KubeflowEnvironment."""
     log_dir = tmp_path / "logs"
