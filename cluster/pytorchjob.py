@@ -1,15 +1,25 @@
 """Write a Kubeflow PyTorchJob manifest (one master, N workers) and print the equivalent Run:ai commands.
 
     python -m cluster.pytorchjob --name shapes --image registry.example.com/template:0.1 --workers 2 \\
-        --config configs/EXAMPLE.yaml --gpus-per-pod 1 --output job.yaml -- --trainer.max_epochs 20
+        --config configs/EXAMPLE.yaml --gpus-per-pod 1 --pvc results:/workspace/logs --output job.yaml \\
+        -- --trainer.max_epochs 20
+    python -m cluster.pytorchjob --name shapes --image registry.example.com/template:0.1 --elastic 2:4 \\
+        --config configs/EXAMPLE.yaml --pvc results:/workspace/logs --output job.yaml
 
 Every pod runs the same `cli.py fit` as a local run, and Lightning's world size is pods x processes
 per pod. With one process per pod, Lightning's KubeflowEnvironment reads the operator's RANK and
 WORLD_SIZE (Lightning never detects it by itself, so the command names it as a plugin). With several,
 torchrun starts them from the operator's PET_* variables and Lightning detects torchrun.
+
+A restarted pod continues the run: every command passes `--ckpt_path last`, which finds the newest
+checkpoint on the claim mounted at the logs directory. `restartPolicy: ExitCode` restarts pods that
+exit 128+n (killed, preempted, a lost peer) and fails the job on exit 1 or 2 (a bug, bad input); a
+DDP timeout of minutes instead of 30 makes the pods that wait for a lost peer give up in time.
+With `--elastic MIN:MAX`, torchrun's agents restart the training processes themselves.
 """
 
 import argparse
+import datetime
 import re
 import shlex
 import sys
@@ -23,9 +33,14 @@ from errors import UserInputError
 IMAGE_WORKDIR = "/workspace"  # the Dockerfile's WORKDIR: relative paths in the command resolve against it
 CONTAINER_NAME = "pytorch"  # the operator only wires up the container with this name
 KUBEFLOW_ENVIRONMENT = "lightning.fabric.plugins.environments.KubeflowEnvironment"
-RESTART_POLICIES = ("OnFailure", "Never", "Always", "ExitCode")
+DDP_STRATEGY = "lightning.pytorch.strategies.DDPStrategy"
+ELASTIC_DDP_STRATEGY = "cluster.elastic.ElasticDDPStrategy"
+RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
 # Trainer settings the manifest derives from the pod shape; an override would break world size = pods x processes.
 DERIVED_TRAINER_FLAGS = ("--trainer.strategy", "--trainer.accelerator", "--trainer.devices", "--trainer.num_nodes", "--trainer.plugins")
+RESUME = ("--ckpt_path", "last")
+LOGS_DIR_FLAG = "--trainer.logger.init_args.save_dir"
+ELASTIC_RANGE = re.compile(r"(\d+):(\d+)")
 DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_SERVICE_NAME = 63  # pods and services are named NAME-worker-INDEX and must stay a DNS label
 MEMORY_QUANTITY = re.compile(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
@@ -44,13 +59,17 @@ class JobRequest:
     cpu: float | None
     memory: str | None
     restart_policy: str
+    backoff_limit: int
+    ddp_timeout_min: float
+    elastic: tuple[int, int] | None  # (min, max) pods that torchrun's rendezvous admits
+    max_restarts: int
     volume_claims: tuple[tuple[str, str], ...]  # (PersistentVolumeClaim name, mount path in every pod)
     overrides: tuple[str, ...]
 
     @property
     def pods(self) -> int:
-        """Run:ai and the operator both start the master as one more pod than the workers."""
-        return self.workers + 1
+        """Run:ai and the operator both start the master as one more pod than the workers; an elastic job has workers only."""
+        return self.workers if self.elastic else self.workers + 1
 
     @property
     def world_size(self) -> int:
@@ -72,14 +91,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--name", required=True, help="job name: lower-case letters, digits and '-'")
     parser.add_argument("--image", required=True, help="image built from this repository's Dockerfile, pushed to a registry the cluster can pull from")
-    parser.add_argument("--workers", type=int, required=True, help="worker pods besides the master (world size = (workers + 1) x nproc-per-node)")
+    pods = parser.add_mutually_exclusive_group(required=True)
+    pods.add_argument("--workers", type=int, help="worker pods besides the master (world size = (workers + 1) x nproc-per-node)")
+    pods.add_argument(
+        "--elastic", metavar="MIN:MAX",
+        help="MAX worker pods and no master; torchrun trains with as many as are up (at least MIN) and restarts its processes when one fails",
+    )
     parser.add_argument("--config", required=True, help="config path relative to the project root, e.g. configs/EXAMPLE.yaml")
     parser.add_argument("--gpus-per-pod", type=int, default=0, help="NVIDIA GPUs per pod (default 0: CPU)")
     parser.add_argument("--accelerator", choices=("cpu", "gpu"), help="default: gpu when --gpus-per-pod > 0, else cpu")
     parser.add_argument("--nproc-per-node", type=int, help="training processes per pod; default one per GPU, or 1 on CPU. Above 1, pods run torchrun")
     parser.add_argument("--cpu", type=float, help="CPU cores per pod (request = limit)")
     parser.add_argument("--memory", help="memory per pod as a Kubernetes quantity, e.g. 16Gi (request = limit)")
-    parser.add_argument("--restart-policy", choices=RESTART_POLICIES, default="OnFailure")
+    parser.add_argument(
+        "--restart-policy", choices=RESTART_POLICIES,
+        help="default ExitCode: restart pods that exit 128+n (killed, preempted, lost peer), fail on 1-127 (bug, bad input); OnFailure with --elastic",
+    )
+    parser.add_argument("--backoff-limit", type=int, default=3, help="pod restarts before the job fails (runPolicy.backoffLimit, default 3)")
+    parser.add_argument(
+        "--ddp-timeout", type=float, default=5.0, metavar="MINUTES",
+        help="how long a collective or the start-up rendezvous waits for a lost or late pod before it fails (default 5; torch's is 30)",
+    )
+    parser.add_argument("--max-restarts", type=int, help="with --elastic: restarts of the training processes by torchrun (default 3)")
     parser.add_argument(
         "--pvc", action="append", default=[], metavar="CLAIM:PATH",
         help=f"mount an existing PersistentVolumeClaim in every pod (repeatable); e.g. results:{IMAGE_WORKDIR}/logs keeps the master's logs and checkpoints after its pod is gone",
@@ -96,13 +129,15 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
 
     if not DNS_LABEL.fullmatch(args.name):
         raise UserInputError(f"--name {args.name!r} must be lower-case letters, digits and '-', starting with a letter and not ending with '-'")
-    longest_pod_name = f"{args.name}-worker-{max(args.workers - 1, 0)}"
+    elastic = _elastic_range(args.elastic) if args.elastic is not None else None
+    workers = elastic[1] if elastic else args.workers
+    longest_pod_name = f"{args.name}-worker-{max(workers - 1, 0)}"
     if len(longest_pod_name) > MAX_SERVICE_NAME:
         raise UserInputError(f"--name is too long: pod names like {longest_pod_name!r} must fit in {MAX_SERVICE_NAME} characters")
     if not args.image.strip() or any(character.isspace() for character in args.image):
         raise UserInputError(f"--image {args.image!r} is not an image name; give the pushed image, e.g. registry.example.com/template:0.1")
-    if args.workers < 1:
-        raise UserInputError(f"--workers must be at least 1 (the master is started in addition to the workers), got {args.workers}")
+    if workers < 1:
+        raise UserInputError(f"--workers must be at least 1 (the master is started in addition to the workers), got {workers}")
     if args.gpus_per_pod < 0:
         raise UserInputError(f"--gpus-per-pod must be 0 or more, got {args.gpus_per_pod}")
     accelerator = args.accelerator or ("gpu" if args.gpus_per_pod else "cpu")
@@ -127,22 +162,48 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
         flag = override.split("=", 1)[0].rstrip("+")
         if flag in DERIVED_TRAINER_FLAGS:
             raise UserInputError(f"{flag} is set from --workers, --gpus-per-pod, --nproc-per-node and --accelerator; do not override it after `--`")
+        if flag == RESUME[0]:
+            raise UserInputError(f"{flag} is set to `last` so that a restarted pod continues the run; do not override it after `--`")
+    restart_policy = args.restart_policy or ("OnFailure" if elastic else "ExitCode")
+    if elastic and restart_policy == "ExitCode":
+        # Measured: killing the agent that hosts the c10d rendezvous (worker-0) makes every other agent exit 1 within seconds.
+        raise UserInputError("--elastic cannot use --restart-policy ExitCode: losing worker-0, which hosts the rendezvous, makes the other pods exit 1, which ExitCode never restarts")
+    if args.backoff_limit < 0:
+        raise UserInputError(f"--backoff-limit must be 0 or more, got {args.backoff_limit}")
+    if args.ddp_timeout <= 0:
+        raise UserInputError(f"--ddp-timeout must be a positive number of minutes, got {args.ddp_timeout:g}")
+    if args.max_restarts is not None and not elastic:
+        raise UserInputError("--max-restarts counts torchrun's restarts of an elastic job; add --elastic MIN:MAX or use --backoff-limit")
+    max_restarts = 3 if args.max_restarts is None else args.max_restarts
+    if max_restarts < 0:
+        raise UserInputError(f"--max-restarts must be 0 or more, got {max_restarts}")
 
     request = JobRequest(
         name=args.name,
         image=args.image,
-        workers=args.workers,
+        workers=workers,
         config=config.as_posix(),
         gpus_per_pod=args.gpus_per_pod,
         nproc_per_node=nproc_per_node,
         accelerator=accelerator,
         cpu=args.cpu,
         memory=args.memory,
-        restart_policy=args.restart_policy,
+        restart_policy=restart_policy,
+        backoff_limit=args.backoff_limit,
+        ddp_timeout_min=args.ddp_timeout,
+        elastic=elastic,
+        max_restarts=max_restarts,
         volume_claims=volume_claims,
         overrides=overrides,
     )
     return request, args.output
+
+
+def _elastic_range(value: str) -> tuple[int, int]:
+    match = ELASTIC_RANGE.fullmatch(value)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise UserInputError(f"--elastic {value!r} must be MIN:MAX pods with 1 <= MIN <= MAX, e.g. 2:4")
+    return int(match[1]), int(match[2])
 
 
 def _volume_claim(value: str) -> tuple[str, str]:
@@ -152,22 +213,62 @@ def _volume_claim(value: str) -> tuple[str, str]:
     return claim, path
 
 
+def ddp_timeout(request: JobRequest) -> str:
+    """The timeout as jsonargparse reads a timedelta (H:MM:SS)."""
+    return str(datetime.timedelta(seconds=round(request.ddp_timeout_min * 60)))
+
+
 def training_command(request: JobRequest) -> list[str]:
-    """The command every pod runs: cli.py fit with DDP sized to the whole job."""
+    """The command every pod runs: cli.py fit with DDP sized to the whole job, resuming the run's last checkpoint."""
+    strategy = ELASTIC_DDP_STRATEGY if request.elastic else DDP_STRATEGY
     fit = [
         "cli.py", "fit",
         "--config", request.config,
-        "--trainer.strategy", "ddp",
+        "--trainer.strategy", strategy,
+        "--trainer.strategy.timeout", ddp_timeout(request),
         "--trainer.accelerator", request.accelerator,
         "--trainer.devices", str(request.nproc_per_node),
-        "--trainer.num_nodes", str(request.pods),
     ]
+    if request.elastic:
+        # The node count is whatever the rendezvous admitted (ElasticDDPStrategy reads it); the endpoint,
+        # worker-0's agent, comes from the operator's PET_RDZV_ENDPOINT.
+        low, high = request.elastic
+        launcher = [
+            "torchrun", "--nnodes", f"{low}:{high}", "--nproc_per_node", str(request.nproc_per_node),
+            "--rdzv_backend", "c10d", "--max_restarts", str(request.max_restarts),
+        ]
+        return [*launcher, *fit, *request.overrides, *RESUME]
+    fit += ["--trainer.num_nodes", str(request.pods)]
     if request.nproc_per_node == 1:
-        return ["python", *fit, "--trainer.plugins", KUBEFLOW_ENVIRONMENT, *request.overrides]
+        return ["python", *fit, "--trainer.plugins", KUBEFLOW_ENVIRONMENT, *request.overrides, *RESUME]
     # Node rank and master address come from the operator's PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT;
     # the sizes are explicit so the command is right also where nprocPerNode is not set (Run:ai).
     launcher = ["torchrun", "--nnodes", str(request.pods), "--nproc_per_node", str(request.nproc_per_node)]
-    return [*launcher, *fit, *request.overrides]
+    return [*launcher, *fit, *request.overrides, *RESUME]
+
+
+def logs_dir(request: JobRequest) -> str:
+    """Where rank 0 writes logs and checkpoints inside the pod: the logger's save_dir from the overrides or the config."""
+    save_dir = None
+    for at, override in enumerate(request.overrides):
+        flag, equals, value = override.partition("=")
+        if flag == LOGS_DIR_FLAG:
+            save_dir = value if equals else (request.overrides[at + 1] if at + 1 < len(request.overrides) else None)
+    if save_dir is None:
+        logger = (yaml.safe_load(Path(request.config).read_text()) or {}).get("trainer", {}).get("logger")
+        init_args = logger.get("init_args", {}) if isinstance(logger, dict) else {}
+        save_dir = init_args.get("save_dir", "logs")
+    return str(Path(IMAGE_WORKDIR, save_dir))
+
+
+def resume_warning(request: JobRequest) -> str | None:
+    """A restarted pod starts on a fresh disk: without a claim under the logs directory it cannot resume."""
+    if request.restart_policy == "Never":
+        return None
+    directory = logs_dir(request)
+    if any(directory == path.rstrip("/") or directory.startswith(path.rstrip("/") + "/") for _, path in request.volume_claims):
+        return None
+    return f"warning: no --pvc is mounted at {directory}, where checkpoints are written: a restarted pod will train from step 0 (add e.g. --pvc results:{directory})"
 
 
 def pod_resources(request: JobRequest) -> dict[str, int | str]:
@@ -207,18 +308,17 @@ def replica_spec(request: JobRequest, replicas: int) -> dict:
 
 
 def pytorchjob_manifest(request: JobRequest) -> dict:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": request.name},
-        "spec": {
-            "nprocPerNode": str(request.nproc_per_node),
-            "pytorchReplicaSpecs": {
-                "Master": replica_spec(request, 1),
-                "Worker": replica_spec(request, request.workers),
-            },
-        },
+    spec: dict = {
+        "runPolicy": {"backoffLimit": request.backoff_limit},
+        "nprocPerNode": str(request.nproc_per_node),
     }
+    if request.elastic:
+        low, high = request.elastic
+        spec["elasticPolicy"] = {"rdzvBackend": "c10d", "minReplicas": low, "maxReplicas": high, "maxRestarts": request.max_restarts}
+        spec["pytorchReplicaSpecs"] = {"Worker": replica_spec(request, request.workers)}
+    else:
+        spec["pytorchReplicaSpecs"] = {"Master": replica_spec(request, 1), "Worker": replica_spec(request, request.workers)}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": request.name}, "spec": spec}
 
 
 def runai_commands(request: JobRequest) -> tuple[str, str]:
@@ -253,12 +353,23 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
     manifest = yaml.safe_dump(pytorchjob_manifest(request), sort_keys=False, default_flow_style=None, width=1_000_000)
-    runai_v1, runai_v2 = runai_commands(request)
-    summary = (
-        f"# {request.name}: 1 master + {request.workers} worker(s) = {request.pods} pods x {request.nproc_per_node} "
-        f"process(es) = world size {request.world_size}\n"
-        f"# Run:ai CLI v1:\n{runai_v1}\n# Run:ai CLI v2:\n{runai_v2}\n"
-    )
+    if request.elastic:
+        low, high = request.elastic
+        summary = (
+            f"# {request.name}: {high} worker pods, training with {low} to {high} of them x {request.nproc_per_node} process(es); "
+            f"torchrun restarts the processes up to {request.max_restarts} times\n"
+            "# Run:ai: not generated for --elastic (its CLI does not set the operator's rendezvous endpoint)\n"
+        )
+    else:
+        runai_v1, runai_v2 = runai_commands(request)
+        summary = (
+            f"# {request.name}: 1 master + {request.workers} worker(s) = {request.pods} pods x {request.nproc_per_node} "
+            f"process(es) = world size {request.world_size}\n"
+            f"# Run:ai CLI v1:\n{runai_v1}\n# Run:ai CLI v2:\n{runai_v2}\n"
+        )
+    warning = resume_warning(request)
+    if warning:
+        sys.stderr.write(warning + "\n")
     if output is None:
         sys.stdout.write(manifest)
         sys.stderr.write(summary)

@@ -51,7 +51,7 @@ PATHS = {
     "wandb and cnn": ["benchmarks/monitoring.py"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
     "lstm or (wandb and cnn) or (cnn and mlp)": ["benchmarks"],
-    "kubernetes": ["cluster", "Dockerfile", ".dockerignore", "tests/test_cluster_jobs.py"],
+    "kubernetes": ["cluster", "Dockerfile", ".dockerignore", "tests/test_cluster_jobs.py", "tests/schemas"],
     "template": ["templating", "tests/test_cookiecutter.py"],
 }
 
