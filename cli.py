@@ -4,6 +4,7 @@ Every run, on a laptop or a cluster, goes through this LightningCLI; strategies 
 launchers only change how many processes run it and where.
 """
 
+import signal
 import sys
 
 from lightning.pytorch.cli import LightningCLI
@@ -13,11 +14,13 @@ from callbacks.config_to_loggers import SaveConfigToLoggers
 # cookiecutter: only with mlp
 import strategies  # noqa: F401  (registers --trainer.strategy layer_split and pipeline)
 # cookiecutter: end
-from errors import find_user_error, one_line
+from errors import find_user_error, lost_peer, one_line
 from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
 from resume.atomic_io import AtomicCheckpointIO
 from resume.latest import check_fits, resolve_last
 from resume.random_state import RandomState
+
+LOST_PEER_EXIT_CODE = 128 + signal.SIGABRT
 
 # Values only the datamodule knows, handed to the model when both are built. A link whose
 # target the chosen model lacks is skipped, so one list serves every example.
@@ -109,14 +112,21 @@ def release_job_resources() -> None:
 
 
 def main(args: list[str] | None = None) -> None:
+    """Exit statuses: 0 done; 2 bad input (never worth a retry); 143 stopped by SIGTERM/SIGINT with a checkpoint;
+    134 another process of the job was lost; 1 anything else. 128 and above: a restart resumes (`--ckpt_path last`).
+    """
     try:
         run(args)
     except Exception as error:
-        user_error = find_user_error(error)
-        if user_error is None:
-            raise
-        print(f"error: {one_line(user_error)}", file=sys.stderr)
-        sys.exit(2)
+        if (user_error := find_user_error(error)) is not None:
+            print(f"error: {one_line(user_error)}", file=sys.stderr)
+            sys.exit(2)
+        if (peer_error := lost_peer(error)) is not None:
+            # Retryable under a PyTorchJob `ExitCode` policy, like NCCL's own abort on a collective timeout (SIGABRT).
+            print(f"error: lost another process of the job ({type(peer_error).__name__}: {one_line(peer_error)}); "
+                  f"exiting {LOST_PEER_EXIT_CODE}, a restart resumes", file=sys.stderr)
+            sys.exit(LOST_PEER_EXIT_CODE)
+        raise
 
 
 if __name__ == "__main__":

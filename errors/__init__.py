@@ -4,6 +4,7 @@
 """
 
 import socket
+import sys
 from contextlib import contextmanager
 
 DOWNLOAD_TIMEOUT_S = 15
@@ -18,6 +19,23 @@ def find_user_error(error: BaseException) -> UserInputError | None:
     seen = set()
     while error is not None and id(error) not in seen:
         if isinstance(error, UserInputError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def lost_peer(error: BaseException) -> BaseException | None:
+    """The error behind `error` that says another process of the job went away (killed, crashed, unreachable).
+
+    torch raises DistError subclasses for the store and the backends, but gloo reports a dead peer as a plain
+    RuntimeError from its TCP transport; both mean a retry of the whole job can succeed.
+    """
+    distributed = sys.modules.get("torch.distributed")
+    dist_error = getattr(distributed, "DistError", ())
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, dist_error) or (isinstance(error, RuntimeError) and "/gloo/transport/" in str(error)):
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__

@@ -443,10 +443,6 @@ def test_elastic_pods_rendezvous_and_train_with_the_node_count_torchrun_admitted
     assert_one_run_of_world_size(log_dir, outputs, world_size=2)
 
 
-@pytest.mark.skip(
-    reason="needs automatic exact resume (issue 12: `--ckpt_path last` across version directories) and cli.py exiting 128+n "
-    "when a peer is lost (a gloo survivor exits 1 today, which restartPolicy ExitCode treats as permanent)"
-)
 def test_job_restarted_like_the_operator_after_a_pod_is_killed_ends_with_the_uninterrupted_weights(tmp_path, shapes_root):
     """Kill the worker pod's process once the first checkpoint exists; restart pods as ExitCode does; same final weights."""
     runs = {}
