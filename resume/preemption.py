@@ -5,7 +5,7 @@ import threading
 
 from lightning.pytorch.strategies import Strategy
 
-# 128 + SIGTERM: what a process killed by SIGTERM reports, and what a PyTorchJob `ExitCode` policy retries.
+# 128 + SIGTERM: what a process killed by SIGTERM reports, and what a PyTorchJob `ExitCode` policy retries.  # cookiecutter: only with kubernetes
 PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -51,8 +51,9 @@ class StopSignals:
     A signal reaches one rank (a pod's process, the launching process) or all of them (Ctrl-C in a terminal);
     `requested_on_any_rank` turns either case into the same decision everywhere. Lightning's own SIGTERM handler
     broadcasts from rank 0 inside the handler, which misses a signal sent to another rank (Lightning issue #20806),
-    so it is replaced while training runs and restored afterwards. Where training does not run on the main thread
-    (a Dask task), the launcher installs the handlers and forwards stop requests itself.
+    so it is replaced while training runs and restored afterwards.
+    Where training does not run on the main thread (a Dask task),  # cookiecutter: only with dask
+    the launcher installs the handlers and forwards stop requests itself.  # cookiecutter: only with dask
     """
 
     def __init__(self) -> None:

@@ -1,82 +1,98 @@
-"""Copy this repository's tracked files into the cookiecutter template directory, or check that they agree.
+"""Build cookiecutter's template directory from the repository's own files, at generation time.
 
-    python -m templating.build            # rewrite {{cookiecutter.project_slug}}/ from the root
-    python -m templating.build --check    # exit 1 and list the differences when it is out of date
+hooks/pre_prompt.py runs this in the temporary copy of the repository that cookiecutter (2.4 or
+newer) makes before it looks for the template directory, so the repository holds one copy of the
+code and `{{cookiecutter.project_slug}}/` never enters git. By hand, to look at what a generation
+starts from:
 
-The template directory is generated, never edited by hand: change the root, then rebuild. The
-copy keeps every example, part and marker; the post-generation hook (hooks/post_gen_project.py)
+    python -m templating.build            # write {{cookiecutter.project_slug}}/ (git-ignored) from the root
+
+The copy keeps every example, part and marker; the post-generation hook (hooks/post_gen_project.py)
 trims it to the answers with templating.parts.
 """
 
-import argparse
+import fnmatch
+import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DIR_NAME = "{{cookiecutter.project_slug}}"
-TEMPLATE_DIR = ROOT / TEMPLATE_DIR_NAME
+# Stands in for the template directory so that a cookiecutter older than 2.4, which skips
+# hooks/pre_prompt.py, still finds one and runs hooks/pre_gen_project.py, which names the problem.
+OLD_COOKIECUTTER_DIR_NAME = "{{cookiecutter.project_slug}}-needs-cookiecutter-2.4"
 # Cookiecutter's own files: they make the repository a template and are not part of a project.
-MACHINERY = ("cookiecutter.json", "hooks/", f"{TEMPLATE_DIR_NAME}/")
+MACHINERY = ("cookiecutter.json", "hooks/", f"{TEMPLATE_DIR_NAME}/", f"{OLD_COOKIECUTTER_DIR_NAME}/")
 
 
-def project_files() -> list[str]:
+def project_files(root: Path = ROOT) -> list[str]:
     """The root's files that git tracks or would track (new, not ignored), without cookiecutter's machinery."""
+    listed = _git_files(root)
+    if listed is None:
+        listed = _files_not_ignored(root)
+    return sorted(path for path in listed if path and not path.startswith(MACHINERY) and (root / path).is_file())
+
+
+def _git_files(root: Path) -> list[str] | None:
+    """Git's view when root is the top of a work tree: a clone (cookiecutter's git URLs) or a copy of one.
+
+    None when git is missing or root is no work tree (an unpacked archive, a copied folder).
+    """
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, check=True, text=True)
+        if Path(top.stdout.strip()).resolve() != root.resolve():
+            return None
         listed = subprocess.run(
             ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-            cwd=ROOT, capture_output=True, check=True, text=True,
-        ).stdout.split("\0")
-    except (OSError, subprocess.CalledProcessError) as error:
-        sys.exit(f"error: the template is built from the git work tree of {ROOT}, and git could not list it: {error}")
-    return sorted(path for path in listed if path and not path.startswith(MACHINERY) and (ROOT / path).is_file())
+            cwd=root, capture_output=True, check=True, text=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return listed.stdout.split("\0")
 
 
-def template_files() -> list[str]:
-    if not TEMPLATE_DIR.is_dir():
-        return []
-    return sorted(str(path.relative_to(TEMPLATE_DIR)) for path in TEMPLATE_DIR.rglob("*") if path.is_file() and "__pycache__" not in path.parts)
-
-
-def differences() -> list[str]:
-    """What the template directory lacks, has in excess, or holds with other content or permissions."""
-    source, copy = project_files(), template_files()
-    found = [f"missing in the template: {path}" for path in sorted(set(source) - set(copy))]
-    found += [f"not in the root: {TEMPLATE_DIR_NAME}/{path}" for path in sorted(set(copy) - set(source))]
-    for path in sorted(set(source) & set(copy)):
-        original, copied = ROOT / path, TEMPLATE_DIR / path
-        if original.read_bytes() != copied.read_bytes():
-            found.append(f"differs: {path}")
-        elif original.stat().st_mode & 0o111 != copied.stat().st_mode & 0o111:
-            found.append(f"executable bit differs: {path}")
+def _files_not_ignored(root: Path) -> list[str]:
+    """Every file under root but .git/ and what the root .gitignore names (its patterns here: no `!`, no `**`)."""
+    ignore = [".git/"] + [
+        line.strip() for line in (root / ".gitignore").read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        relative = Path(folder).relative_to(root)
+        subfolders[:] = sorted(name for name in subfolders if not _ignored(relative / name, True, ignore))
+        found += [(relative / name).as_posix() for name in files if not _ignored(relative / name, False, ignore)]
     return found
 
 
-def build() -> None:
-    staging = TEMPLATE_DIR.with_name(TEMPLATE_DIR_NAME + ".partial")
+def _ignored(path: Path, is_dir: bool, patterns: list[str]) -> bool:
+    for pattern in patterns:
+        if pattern.endswith("/"):
+            if not is_dir:
+                continue
+            pattern = pattern[:-1]
+        if pattern.startswith("/") or "/" in pattern:
+            if fnmatch.fnmatchcase(path.as_posix(), pattern.lstrip("/")):
+                return True
+        elif fnmatch.fnmatchcase(path.name, pattern):
+            return True
+    return False
+
+
+def build(root: Path = ROOT) -> Path:
+    """Write root/{{cookiecutter.project_slug}}/ from the root's project files; return it."""
+    template_dir = root / TEMPLATE_DIR_NAME
+    staging = template_dir.with_name(TEMPLATE_DIR_NAME + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    for path in project_files():
+    for path in project_files(root):
         target = staging / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / path, target)
-    shutil.rmtree(TEMPLATE_DIR, ignore_errors=True)
-    staging.rename(TEMPLATE_DIR)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the template is out of date")
-    if parser.parse_args().check:
-        found = differences()
-        if found:
-            print("\n".join(found), file=sys.stderr)
-            sys.exit(f"error: {TEMPLATE_DIR_NAME}/ is out of date with the root ({len(found)} files); run: python -m templating.build")
-        print(f"{TEMPLATE_DIR_NAME}/ matches the root")
-        return
-    build()
-    print(f"wrote {len(template_files())} files to {TEMPLATE_DIR_NAME}/")
+        shutil.copy2(root / path, target)
+    shutil.rmtree(template_dir, ignore_errors=True)
+    staging.rename(template_dir)
+    return template_dir
 
 
 if __name__ == "__main__":
-    main()
+    written = build()
+    print(f"wrote {sum(1 for path in written.rglob('*') if path.is_file())} files to {TEMPLATE_DIR_NAME}/")

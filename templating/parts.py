@@ -40,7 +40,7 @@ PATHS = {
     "mlp": [
         "models/staged.py", "models/staged_mlp.py", "lightning_modules/mlp_classifier.py", "datamodules/fashion_mnist.py",
         "configs/mlp.yaml", "configs/mlp_fashion_mnist.yaml", "configs/strategies", "strategies", "callbacks/confusion_matrix.py",
-        "tests/test_fashion_mnist_data.py", "tests/test_strategies.py",
+        "tests/test_fashion_mnist_data.py", "tests/test_strategies.py", "tests/test_resume.py",
     ],
     "cnn or lstm": ["tests/test_ddp_examples.py"],
     "dask": ["launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],

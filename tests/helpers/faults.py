@@ -18,7 +18,8 @@ class SignalAtStep(Callback):
     """Sends `signal_name` once global step `step` has finished on global rank `rank`.
 
     `whole_group` sends it to the run's whole process group (every rank of a machine): SIGKILL then is a lost node.
-    `to_parent` sends it to the process that started this one: the launching client of a Dask rank.
+    `to_parent` sends it to the process that started this one.
+    Under the Dask launcher that is the launching client of a Dask rank.  # cookiecutter: only with dask
     """
 
     def __init__(self, step: int, signal_name: str = "SIGTERM", rank: int = 0, whole_group: bool = False, to_parent: bool = False):

@@ -1,0 +1,15 @@
+"""Build the template directory before cookiecutter looks for it: the repository commits one copy of the code.
+
+Cookiecutter 2.4 or newer runs this in a temporary copy of the repository (a local path copied as
+it is, a git URL cloned first), before it prompts and before it looks for the template directory.
+"""
+
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path.cwd()))
+from templating.build import OLD_COOKIECUTTER_DIR_NAME, build  # noqa: E402
+
+shutil.rmtree(OLD_COOKIECUTTER_DIR_NAME, ignore_errors=True)
+build(Path.cwd())

@@ -1,1 +1,0 @@
-"""Lightning callbacks that the example configs plug into the trainer."""

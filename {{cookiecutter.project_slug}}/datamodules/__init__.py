@@ -1,1 +1,0 @@
-"""LightningDataModules: where each example's data comes from and how it is split and batched."""

@@ -1,1 +1,0 @@
-"""LightningModules: how each example network is trained, validated and used for prediction."""

@@ -1,1 +1,0 @@
-"""Plain `nn.Module` networks. They know nothing about Lightning, devices or processes."""

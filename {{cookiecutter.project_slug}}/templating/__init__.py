@@ -1,1 +1,0 @@
-"""Builds the cookiecutter template from this repository and trims generated projects to the chosen parts."""
