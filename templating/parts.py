@@ -43,16 +43,16 @@ PATHS = {
         "tests/test_fashion_mnist_data.py", "tests/test_strategies.py", "tests/test_resume.py",
     ],
     "cnn or lstm": ["tests/test_ddp_examples.py"],
-    "dask": ["launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],
-    "wandb": ["configs/logger", "tests/wandb_records.py"],
+    "dask": ["docs/dask.md", "launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],
+    "wandb": ["docs/monitoring.md", "configs/logger", "tests/wandb_records.py"],
     # Each benchmark compares what its examples and parts do.
     "cnn and mlp": ["benchmarks/strategies.py"],
     "dask and lstm": ["benchmarks/dask_launcher.py"],
     "wandb and cnn": ["benchmarks/monitoring.py"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
-    "lstm or (wandb and cnn) or (cnn and mlp)": ["benchmarks"],
-    "kubernetes": ["cluster", "Dockerfile", ".dockerignore", "tests/test_cluster_jobs.py", "tests/schemas"],
-    "template": ["templating", "tests/test_cookiecutter.py"],
+    "lstm or (wandb and cnn) or (cnn and mlp)": ["benchmarks", "docs/performance.md"],
+    "kubernetes": ["docs/clusters.md", "cluster", "Dockerfile", ".dockerignore", "tests/test_cluster_jobs.py", "tests/schemas"],
+    "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
 }
 
 # Root values replaced by the answers; each must occur in its file, so changing one at the root without

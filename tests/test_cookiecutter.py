@@ -3,6 +3,7 @@
 `.ci/run` also installs two generated variants in fresh environments and runs their own test suites.
 """
 
+import re
 import shutil
 import subprocess
 import sys
@@ -218,3 +219,64 @@ def test_an_old_cookiecutter_stops_with_one_clear_line(tmp_path):
     assert result.stderr == "error: this template needs cookiecutter 2.4 or newer (found 2.3.1): pip install 'cookiecutter>=2.4'\n"
     (tmp_path / "cookiecutter" / "__init__.py").write_text('__version__ = "2.4.0"\n')
     assert subprocess.run(check, cwd=tmp_path, capture_output=True, timeout=60, env={"PYTHONPATH": str(tmp_path)}).returncode == 0
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CODE_SPAN = re.compile(r"`[^`]*`")
+# A line that starts a sentence: a capitalised word, then a space (not "CyclicLR)" or "`cli.py`").
+NEW_SENTENCE = re.compile(r"[A-Z][a-z]+ ")
+
+
+def markdown_problems(path: Path, project: Path) -> list[str]:
+    """Rendering faults: table rows with another cell count than their header, sentences cut off
+    by a comma, leftover markers, links to missing files."""
+    problems, table_cells, in_code = [], None, False
+    lines = path.read_text().splitlines()
+    where = path.relative_to(project)
+    for number, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        if "cookiecutter: only with" in line or "cookiecutter: end" in line:
+            problems.append(f"{where}:{number}: leftover marker")
+        if in_code:
+            continue
+        if line.startswith("|"):
+            cells = CODE_SPAN.sub("", line).replace("\\|", "").count("|") - 1
+            if table_cells is None:
+                table_cells = cells
+            elif cells != table_cells:
+                problems.append(f"{where}:{number}: {cells} cells under a header of {table_cells}")
+        else:
+            table_cells = None
+        following = lines[number] if number < len(lines) else ""
+        if line.rstrip().endswith(",") and (not following.strip() or following.startswith("#") or NEW_SENTENCE.match(following)):
+            problems.append(f"{where}:{number}: the sentence breaks off after a comma")
+        for target in LINK.findall(CODE_SPAN.sub("", line)):
+            if "://" not in target and not target.startswith(("#", "mailto:")):
+                if not (path.parent / target.split("#")[0]).exists():
+                    problems.append(f"{where}:{number}: link to missing {target}")
+    return problems
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generated_readme_and_docs_render_whole(variant, tmp_path):
+    project = generate(tmp_path, project_name="Pet Vision", **VARIANTS[variant])
+    pages = [project / "README.md", *sorted((project / "docs").glob("*.md"))]
+    assert project / "docs" / "index.md" in pages and (project / "docs" / "strategies.md").is_file()
+    problems = [problem for page in pages for problem in markdown_problems(page, project)]
+    assert not problems, "\n".join(problems)
+    index = (project / "docs" / "index.md").read_text()
+    unlinked = [page.name for page in pages[1:] if page.name != "index.md" and f"]({page.name})" not in index]
+    assert not unlinked, f"docs/index.md does not link {unlinked}"
+
+
+def test_markdown_check_finds_the_faults_it_names(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("| a | b |\n|---|---|\n| 1 | 2 | 3 |\n\nUse `.[dask]` for the launcher,\n\n[x](missing.md)\n`.[dask]` for Dask,\nThe second command\n")
+    assert markdown_problems(page, tmp_path) == [
+        "page.md:3: 3 cells under a header of 2",
+        "page.md:5: the sentence breaks off after a comma",
+        "page.md:7: link to missing missing.md",
+        "page.md:8: the sentence breaks off after a comma",
+    ]
