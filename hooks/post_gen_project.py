@@ -6,6 +6,7 @@ project, so bad answers leave nothing behind.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,3 +19,16 @@ try:
 except TemplateError as error:
     print(f"error: {error}", file=sys.stderr)
     sys.exit(1)
+
+# Where the project came from, for .template/update.py (the commit is hooks/pre_prompt.py's).
+record = Path(".template", "source.json")
+template = answers["_template"]
+invoked_in = Path(os.environ.get("PWD", "/nonexistent"))  # a relative template path is relative to where cookiecutter ran
+if "://" not in template and not Path(template).is_absolute() and (invoked_in / template / "cookiecutter.json").is_file():
+    template = str((invoked_in / template).resolve())
+source = {
+    "template": template,
+    **json.loads(record.read_text()),
+    "answers": {name: value for name, value in answers.items() if not name.startswith("_")},
+}
+record.write_text(json.dumps(source, indent=2) + "\n")

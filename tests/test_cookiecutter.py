@@ -3,6 +3,7 @@
 `.ci/run` also installs two generated variants in fresh environments and runs their own test suites.
 """
 
+import json
 import re
 import shutil
 import subprocess
@@ -25,7 +26,8 @@ TRACES = {
     "dask": ["dask"],
     "wandb": ["wandb", "w&b", "weights & biases"],
     "kubernetes": ["kubernetes", "kubeflow", "pytorchjob", "run:ai", "runai", "docker"],
-    "template": ["cookiecutter", "templating"],
+    # Generated projects name cookiecutter only to update from the template (.template/, the dev extra).
+    "template": ["cookiecutter.json", "cookiecutter: ", "templating", "post_gen_project"],
 }
 NO_PARTS = {"dask": "no", "wandb": "no", "kubernetes": "no"}
 VARIANTS = {
@@ -39,7 +41,7 @@ IMPORT_EVERY_MODULE = """
 import importlib, pathlib, sys
 sys.path.insert(0, ".")
 for path in sorted(pathlib.Path(".").rglob("*.py")):
-    if path.parts[0] not in ("tests", ".venv"):
+    if path.parts[0] != "tests" and not path.parts[0].startswith("."):
         importlib.import_module(".".join(path.with_suffix("").parts).removesuffix(".__init__"))
 """
 
@@ -49,9 +51,10 @@ def generate(output_dir: Path, **answers: str) -> Path:
 
 
 def text_files(folder: Path):
-    """Code, configs and docs: not the shipped data, whose pet names include a Docker."""
+    """Code, configs and docs: not the shipped data, whose pet names include a Docker, nor the record of every answer."""
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.parts[len(folder.parts)] != "data":
+        top = path.parts[len(folder.parts)]
+        if path.is_file() and "__pycache__" not in path.parts and top != "data" and path.name != "source.json":
             try:
                 yield path, path.read_text()
             except UnicodeDecodeError:
@@ -156,11 +159,11 @@ GENERATION_MACHINERY = ["hooks/pre_prompt.py", "hooks/pre_gen_project.py", "temp
 
 
 def tree(folder: Path) -> dict[str, tuple[bytes, bool]]:
-    """Every file's content and executable bit, by path."""
+    """Every file's content and executable bit, by path, but the record of the template version (new)."""
     return {
         path.relative_to(folder).as_posix(): (path.read_bytes(), bool(path.stat().st_mode & 0o111))
         for path in sorted(folder.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts
+        if path.is_file() and "__pycache__" not in path.parts and path.relative_to(folder).as_posix() != ".template/source.json"
     }
 
 
@@ -280,3 +283,56 @@ def test_markdown_check_finds_the_faults_it_names(tmp_path):
         "page.md:7: link to missing missing.md",
         "page.md:8: the sentence breaks off after a comma",
     ]
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git("add", "-A", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message, cwd=repo)
+    return git("rev-parse", "HEAD", cwd=repo).strip()
+
+
+def test_template_updates_merge_into_a_project_and_report_conflicts(tmp_path):
+    """Generate at commit A, edit the project, change the template (B), update: both edits stay; then a clash (C)."""
+    template = tmp_path / "template"
+    for relative in [*project_files(), "cookiecutter.json", "hooks/pre_prompt.py", "hooks/pre_gen_project.py",
+                     "hooks/post_gen_project.py", f"{OLD_COOKIECUTTER_DIR_NAME}/README.md"]:
+        (template / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / relative, template / relative)
+    git("init", "-q", "-b", "main", cwd=template)
+    first = commit_all(template, "A")
+    project = Path(cookiecutter(f"git+file://{template}", no_input=True, extra_context=VARIANTS["lstm_alone"], output_dir=str(tmp_path)))
+    record = json.loads((project / ".template" / "source.json").read_text())
+    assert record["commit"] == first and record["answers"]["dask"] is False
+    git("init", "-q", "-b", "main", cwd=project)
+    commit_all(project, "generated")
+    update = [sys.executable, ".template/update.py"]
+
+    config = project / "configs" / "lstm.yaml"
+    config.write_text(config.read_text() + "# my own setting\n")
+    commit_all(project, "my edit")
+    readme = template / "README.md"
+    readme.write_text(readme.read_text() + "\nA later template improvement.\n")
+    second = commit_all(template, "B")
+    result = subprocess.run(update, cwd=project, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "merged template changes" in result.stdout
+    assert config.read_text().endswith("# my own setting\n")
+    assert (project / "README.md").read_text().endswith("A later template improvement.\n")
+    assert json.loads((project / ".template" / "source.json").read_text())["commit"] == second
+    commit_all(project, "template update")
+    assert "already at template commit" in subprocess.run(update, cwd=project, capture_output=True, text=True, timeout=300).stdout
+
+    # The template and the project change the same line.
+    (template / "configs" / "lstm.yaml").write_text(config.read_text().replace("# my own setting\n", "") + "# the template's setting\n")
+    commit_all(template, "C")
+    config.write_text(config.read_text().replace("# my own setting", "# my changed setting"))
+    commit_all(project, "my second edit")
+    result = subprocess.run(update, cwd=project, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert "conflict with this project's edits in configs/lstm.yaml" in result.stderr
+    merged = config.read_text()
+    assert "<<<<<<<" in merged and "# my changed setting" in merged and "# the template's setting" in merged
+
+
+def test_the_readme_stays_short():
+    assert len((ROOT / "README.md").read_bytes()) <= 10 * 1024, "move detail to a docs/ page"
