@@ -122,7 +122,9 @@ def main(args: list[str] | None = None) -> None:
             print(f"error: {one_line(user_error)}", file=sys.stderr)
             sys.exit(2)
         if (peer_error := lost_peer(error)) is not None:
-            # Retryable under a PyTorchJob `ExitCode` policy, like NCCL's own abort on a collective timeout (SIGABRT).  # cookiecutter: only with kubernetes
+            # cookiecutter: only with kubernetes
+            # Retryable under a PyTorchJob `ExitCode` policy, like NCCL's own abort on a collective timeout (SIGABRT).
+            # cookiecutter: end
             print(f"error: lost another process of the job ({type(peer_error).__name__}: {one_line(peer_error)}); "
                   f"exiting {LOST_PEER_EXIT_CODE}, a restart resumes", file=sys.stderr)
             sys.exit(LOST_PEER_EXIT_CODE)

@@ -40,7 +40,7 @@ def generate(template: Path, commit: str, answers: dict, output_dir: Path) -> Pa
     try:
         from cookiecutter.main import cookiecutter
     except ModuleNotFoundError:
-        raise UpdateError("cookiecutter is not installed: pip install -e \".[dev]\"") from None
+        raise UpdateError('cookiecutter is not installed: pip install -e ".[dev]"') from None
 
     git("checkout", "-q", commit, cwd=template)
     project = Path(cookiecutter(str(template), no_input=True, extra_context=answers, output_dir=str(output_dir)))
@@ -58,7 +58,9 @@ def tree_of(folder: Path, scratch: Path) -> str:
 def update(template: str, target: str | None) -> None:
     record = json.loads(RECORD.read_text())
     if not record.get("commit"):
-        raise UpdateError("the project was generated from a folder that is no git repository, so no template commit was recorded")
+        raise UpdateError(
+            "the project was generated from a folder that is no git repository, so no template commit was recorded"
+        )
     git("rev-parse", "--git-dir")
     if git("status", "--porcelain"):
         raise UpdateError("the work tree has uncommitted changes: commit or stash them first")
@@ -72,7 +74,9 @@ def update(template: str, target: str | None) -> None:
             return
         old_tree = tree_of(generate(clone, record["commit"], record["answers"], scratch / "old"), scratch)
         new_tree = tree_of(generate(clone, new, record["answers"], scratch / "new"), scratch)
-        patch = subprocess.run(["git", "diff", "--binary", old_tree, new_tree], cwd=PROJECT, capture_output=True, check=True).stdout
+        patch = subprocess.run(
+            ["git", "diff", "--binary", old_tree, new_tree], cwd=PROJECT, capture_output=True, check=True
+        ).stdout
         applied = subprocess.run(["git", "apply", "--3way", "--index"], cwd=PROJECT, input=patch, capture_output=True)
     conflicts = git("diff", "--name-only", "--diff-filter=U").split()
     if applied.returncode != 0 and not conflicts:

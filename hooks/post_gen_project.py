@@ -23,8 +23,13 @@ except TemplateError as error:
 # Where the project came from, for .template/update.py (the commit is hooks/pre_prompt.py's).
 record = Path(".template", "source.json")
 template = answers["_template"]
-invoked_in = Path(os.environ.get("PWD", "/nonexistent"))  # a relative template path is relative to where cookiecutter ran
-if "://" not in template and not Path(template).is_absolute() and (invoked_in / template / "cookiecutter.json").is_file():
+# A relative template path is relative to where cookiecutter ran.
+invoked_in = Path(os.environ.get("PWD", "/nonexistent"))
+if (
+    "://" not in template
+    and not Path(template).is_absolute()
+    and (invoked_in / template / "cookiecutter.json").is_file()
+):
     template = str((invoked_in / template).resolve())
 source = {
     "template": template,

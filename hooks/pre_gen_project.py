@@ -6,4 +6,7 @@ import cookiecutter
 
 version = tuple(int(part) for part in cookiecutter.__version__.split(".")[:2] if part.isdigit())
 if version < (2, 4):
-    sys.exit(f"error: this template needs cookiecutter 2.4 or newer (found {cookiecutter.__version__}): pip install 'cookiecutter>=2.4'")
+    sys.exit(
+        f"error: this template needs cookiecutter 2.4 or newer (found {cookiecutter.__version__}): "
+        "pip install 'cookiecutter>=2.4'"
+    )

@@ -19,4 +19,6 @@ template_dir = build(Path.cwd())
 # The template version the project comes from, for .template/update.py; none from a plain folder.
 head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
 (template_dir / ".template").mkdir(exist_ok=True)
-(template_dir / ".template" / "source.json").write_text(json.dumps({"commit": head.stdout.strip() if head.returncode == 0 else None}))
+(template_dir / ".template" / "source.json").write_text(
+    json.dumps({"commit": head.stdout.strip() if head.returncode == 0 else None})
+)

@@ -5,7 +5,10 @@ import threading
 
 from lightning.pytorch.strategies import Strategy
 
-# 128 + SIGTERM: what a process killed by SIGTERM reports, and what a PyTorchJob `ExitCode` policy retries.  # cookiecutter: only with kubernetes
+# 128 + SIGTERM: what a process killed by SIGTERM reports.
+# cookiecutter: only with kubernetes
+# A PyTorchJob `ExitCode` policy retries it.
+# cookiecutter: end
 PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

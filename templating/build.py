@@ -40,12 +40,17 @@ def _git_files(root: Path) -> list[str] | None:
     None when git is missing or root is no work tree (an unpacked archive, a copied folder).
     """
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, check=True, text=True)
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, check=True, text=True
+        )
         if Path(top.stdout.strip()).resolve() != root.resolve():
             return None
         listed = subprocess.run(
             ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-            cwd=root, capture_output=True, check=True, text=True,
+            cwd=root,
+            capture_output=True,
+            check=True,
+            text=True,
         )
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -55,7 +60,9 @@ def _git_files(root: Path) -> list[str] | None:
 def _files_not_ignored(root: Path) -> list[str]:
     """Every file under root but .git/ and what the root .gitignore names (its patterns here: no `!`, no `**`)."""
     ignore = [".git/"] + [
-        line.strip() for line in (root / ".gitignore").read_text().splitlines() if line.strip() and not line.startswith("#")
+        line.strip()
+        for line in (root / ".gitignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
     ]
     found = []
     for folder, subfolders, files in os.walk(root):

@@ -1,4 +1,5 @@
-"""The repository as a cookiecutter: the template directory built at generation time, and generated projects keeping only what was chosen.
+"""The repository as a cookiecutter: the template directory built at generation time, generated projects
+keeping only what was chosen, their docs rendering whole, and template updates.
 
 `.ci/run` also installs two generated variants in fresh environments and runs their own test suites.
 """
@@ -51,7 +52,7 @@ def generate(output_dir: Path, **answers: str) -> Path:
 
 
 def text_files(folder: Path):
-    """Code, configs and docs: not the shipped data, whose pet names include a Docker, nor the record of every answer."""
+    """Code, configs and docs: not the shipped data (its pet names include a Docker), nor the record of the answers."""
     for path in sorted(folder.rglob("*")):
         top = path.parts[len(folder.parts)]
         if path.is_file() and "__pycache__" not in path.parts and top != "data" and path.name != "source.json":
@@ -72,11 +73,13 @@ def test_every_marker_in_the_root_is_balanced_and_names_known_choices():
         except UnicodeDecodeError:
             continue
         for truth in (everything, nothing):
-            keep_chosen_lines(text, path, truth, relative)
+            trimmed = keep_chosen_lines(text, path, truth, relative)
+            if path.suffix == ".py":  # an end-of-line marker on a wrapped line would cut a statement in half
+                compile(trimmed, relative, "exec")
 
 
 # Spelled in pieces so that this file's own markers check does not read them as markers.
-ONLY_WITH, END = "# cookie" "cutter: only with", "# cookie" "cutter: end"
+ONLY_WITH, END = "# cookiecutter: only with", "# cookiecutter: end"
 
 
 @pytest.mark.parametrize(
@@ -97,7 +100,10 @@ def test_markers_keep_and_drop_lines_in_python_and_markdown():
     truth = {**dict.fromkeys(CHOICES, False), "cnn": True, "template": False}
     python = f"a\n{ONLY_WITH} cnn\nb\n{END}\nc  {ONLY_WITH} dask\nd  {ONLY_WITH} cnn or dask\n"
     assert keep_chosen_lines(python, Path("x.py"), truth, "x.py") == "a\nb\nd\n"
-    markdown = "| a |\n| b | <!-- cookiecutter: only with lstm -->\n<!-- cookiecutter: only with not template -->\nc\n<!-- cookiecutter: end -->\n"
+    markdown = (
+        "| a |\n| b | <!-- cookiecutter: only with lstm -->\n"
+        "<!-- cookiecutter: only with not template -->\nc\n<!-- cookiecutter: end -->\n"
+    )
     assert keep_chosen_lines(markdown, Path("x.md"), truth, "x.md") == "| a |\nc\n"
 
 
@@ -117,8 +123,12 @@ def test_generated_project_keeps_only_what_was_chosen(variant, tmp_path):
     assert not (project / "templating").exists() and not (project / "cookiecutter.json").exists()
 
     traces = [word for part, words in TRACES.items() if not truth[part] for word in words]
-    traces += [Path(relative).with_suffix("").as_posix().replace("/", ".") for relative in removed if relative.endswith(".py")]
-    traces += [Path(relative).name for relative in removed if not relative.endswith(".py") and "." in Path(relative).name]
+    traces += [
+        Path(relative).with_suffix("").as_posix().replace("/", ".") for relative in removed if relative.endswith(".py")
+    ]
+    traces += [
+        Path(relative).name for relative in removed if not relative.endswith(".py") and "." in Path(relative).name
+    ]
     for path, text in text_files(project):
         lowered = text.lower()
         found = [word for word in traces if word.lower() in lowered]
@@ -129,7 +139,10 @@ def test_generated_project_keeps_only_what_was_chosen(variant, tmp_path):
     assert (project / "README.md").read_text().startswith("# Pet Vision\n")
     assert (project / ".ci" / "run").stat().st_mode & 0o111, "the CI script stays executable"
 
-    for command in ([sys.executable, "-c", IMPORT_EVERY_MODULE], [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]):
+    for command in (
+        [sys.executable, "-c", IMPORT_EVERY_MODULE],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+    ):
         result = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
@@ -139,7 +152,10 @@ def test_generated_project_keeps_only_what_was_chosen(variant, tmp_path):
     [
         ({"project_name": "Pet Vision!"}, "project_slug 'pet_vision!' (from project_name 'Pet Vision!') is not valid"),
         ({"project_slug": "1st_project"}, "project_slug '1st_project'"),
-        ({"project_name": 'The "Best" Project', "project_slug": "best"}, "project_name 'The \"Best\" Project' contains a quote"),
+        (
+            {"project_name": 'The "Best" Project', "project_slug": "best"},
+            "project_name 'The \"Best\" Project' contains a quote",
+        ),
         ({"cnn": "no", "lstm": "no", "mlp": "no"}, "choose at least one example"),
     ],
 )
@@ -155,7 +171,12 @@ def test_bad_answers_stop_with_a_clear_error_and_leave_nothing_behind(answers, m
 # compared after its own documented refresh, `python -m templating.build`.
 COMMITTED_COPIES = {"dcc0f6c": False, "387ab9e": True}
 # What builds the template directory at generation time instead.
-GENERATION_MACHINERY = ["hooks/pre_prompt.py", "hooks/pre_gen_project.py", "templating/build.py", OLD_COOKIECUTTER_DIR_NAME]
+GENERATION_MACHINERY = [
+    "hooks/pre_prompt.py",
+    "hooks/pre_gen_project.py",
+    "templating/build.py",
+    OLD_COOKIECUTTER_DIR_NAME,
+]
 
 
 def tree(folder: Path) -> dict[str, tuple[bytes, bool]]:
@@ -163,7 +184,9 @@ def tree(folder: Path) -> dict[str, tuple[bytes, bool]]:
     return {
         path.relative_to(folder).as_posix(): (path.read_bytes(), bool(path.stat().st_mode & 0o111))
         for path in sorted(folder.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts and path.relative_to(folder).as_posix() != ".template/source.json"
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and path.relative_to(folder).as_posix() != ".template/source.json"
     }
 
 
@@ -175,7 +198,9 @@ def git(*args: str, cwd: Path) -> str:
 def test_generated_projects_equal_those_of_a_committed_template_directory(commit, refresh, tmp_path):
     """From the same files, a directory copy and a git URL generate what the committed copy generated."""
     try:
-        archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True, timeout=120).stdout
+        archive = subprocess.run(
+            ["git", "archive", commit], cwd=ROOT, capture_output=True, check=True, timeout=120
+        ).stdout
     except subprocess.CalledProcessError:
         pytest.skip(f"needs the git history down to {commit} (CI checks out with fetch-depth: 0)")
     committed = tmp_path / "committed"
@@ -185,7 +210,9 @@ def test_generated_projects_equal_those_of_a_committed_template_directory(commit
     if refresh:
         git("init", "-q", cwd=committed)
         git("add", "-A", cwd=committed)
-        subprocess.run([sys.executable, "-m", "templating.build"], cwd=committed, check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "templating.build"], cwd=committed, check=True, capture_output=True, timeout=120
+        )
         shutil.rmtree(committed / ".git")
 
     # Same files, without the committed copy and with today's machinery: no .git, so no git listing either.
@@ -202,7 +229,13 @@ def test_generated_projects_equal_those_of_a_committed_template_directory(commit
     shutil.rmtree(built / ".git")
 
     for variant, answers in VARIANTS.items():
-        expected = tree(Path(cookiecutter(str(committed), no_input=True, extra_context=answers, output_dir=str(tmp_path / "old" / variant))))
+        expected = tree(
+            Path(
+                cookiecutter(
+                    str(committed), no_input=True, extra_context=answers, output_dir=str(tmp_path / "old" / variant)
+                )
+            )
+        )
         for source in (str(built), f"git+file://{tmp_path / 'clone'}"):
             output = tmp_path / "new" / variant / str(len(source))
             generated = tree(Path(cookiecutter(source, no_input=True, extra_context=answers, output_dir=str(output))))
@@ -217,11 +250,21 @@ def test_an_old_cookiecutter_stops_with_one_clear_line(tmp_path):
     (tmp_path / "cookiecutter").mkdir()
     (tmp_path / "cookiecutter" / "__init__.py").write_text('__version__ = "2.3.1"\n')
     check = [sys.executable, "-B", str(ROOT / "hooks" / "pre_gen_project.py")]
-    result = subprocess.run(check, cwd=tmp_path, capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(tmp_path)})
+    result = subprocess.run(
+        check, cwd=tmp_path, capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(tmp_path)}
+    )
     assert result.returncode == 1
-    assert result.stderr == "error: this template needs cookiecutter 2.4 or newer (found 2.3.1): pip install 'cookiecutter>=2.4'\n"
+    assert (
+        result.stderr
+        == "error: this template needs cookiecutter 2.4 or newer (found 2.3.1): pip install 'cookiecutter>=2.4'\n"
+    )
     (tmp_path / "cookiecutter" / "__init__.py").write_text('__version__ = "2.4.0"\n')
-    assert subprocess.run(check, cwd=tmp_path, capture_output=True, timeout=60, env={"PYTHONPATH": str(tmp_path)}).returncode == 0
+    assert (
+        subprocess.run(
+            check, cwd=tmp_path, capture_output=True, timeout=60, env={"PYTHONPATH": str(tmp_path)}
+        ).returncode
+        == 0
+    )
 
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -253,7 +296,9 @@ def markdown_problems(path: Path, project: Path) -> list[str]:
         else:
             table_cells = None
         following = lines[number] if number < len(lines) else ""
-        if line.rstrip().endswith(",") and (not following.strip() or following.startswith("#") or NEW_SENTENCE.match(following)):
+        if line.rstrip().endswith(",") and (
+            not following.strip() or following.startswith("#") or NEW_SENTENCE.match(following)
+        ):
             problems.append(f"{where}:{number}: the sentence breaks off after a comma")
         for target in LINK.findall(CODE_SPAN.sub("", line)):
             if "://" not in target and not target.startswith(("#", "mailto:")):
@@ -276,7 +321,10 @@ def test_generated_readme_and_docs_render_whole(variant, tmp_path):
 
 def test_markdown_check_finds_the_faults_it_names(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("| a | b |\n|---|---|\n| 1 | 2 | 3 |\n\nUse `.[dask]` for the launcher,\n\n[x](missing.md)\n`.[dask]` for Dask,\nThe second command\n")
+    page.write_text(
+        "| a | b |\n|---|---|\n| 1 | 2 | 3 |\n\nUse `.[dask]` for the launcher,\n\n[x](missing.md)\n"
+        "`.[dask]` for Dask,\nThe second command\n"
+    )
     assert markdown_problems(page, tmp_path) == [
         "page.md:3: 3 cells under a header of 2",
         "page.md:5: the sentence breaks off after a comma",
@@ -294,13 +342,23 @@ def commit_all(repo: Path, message: str) -> str:
 def test_template_updates_merge_into_a_project_and_report_conflicts(tmp_path):
     """Generate at commit A, edit the project, change the template (B), update: both edits stay; then a clash (C)."""
     template = tmp_path / "template"
-    for relative in [*project_files(), "cookiecutter.json", "hooks/pre_prompt.py", "hooks/pre_gen_project.py",
-                     "hooks/post_gen_project.py", f"{OLD_COOKIECUTTER_DIR_NAME}/README.md"]:
+    for relative in [
+        *project_files(),
+        "cookiecutter.json",
+        "hooks/pre_prompt.py",
+        "hooks/pre_gen_project.py",
+        "hooks/post_gen_project.py",
+        f"{OLD_COOKIECUTTER_DIR_NAME}/README.md",
+    ]:
         (template / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / relative, template / relative)
     git("init", "-q", "-b", "main", cwd=template)
     first = commit_all(template, "A")
-    project = Path(cookiecutter(f"git+file://{template}", no_input=True, extra_context=VARIANTS["lstm_alone"], output_dir=str(tmp_path)))
+    project = Path(
+        cookiecutter(
+            f"git+file://{template}", no_input=True, extra_context=VARIANTS["lstm_alone"], output_dir=str(tmp_path)
+        )
+    )
     record = json.loads((project / ".template" / "source.json").read_text())
     assert record["commit"] == first and record["answers"]["dask"] is False
     git("init", "-q", "-b", "main", cwd=project)
@@ -320,10 +378,15 @@ def test_template_updates_merge_into_a_project_and_report_conflicts(tmp_path):
     assert (project / "README.md").read_text().endswith("A later template improvement.\n")
     assert json.loads((project / ".template" / "source.json").read_text())["commit"] == second
     commit_all(project, "template update")
-    assert "already at template commit" in subprocess.run(update, cwd=project, capture_output=True, text=True, timeout=300).stdout
+    assert (
+        "already at template commit"
+        in subprocess.run(update, cwd=project, capture_output=True, text=True, timeout=300).stdout
+    )
 
     # The template and the project change the same line.
-    (template / "configs" / "lstm.yaml").write_text(config.read_text().replace("# my own setting\n", "") + "# the template's setting\n")
+    (template / "configs" / "lstm.yaml").write_text(
+        config.read_text().replace("# my own setting\n", "") + "# the template's setting\n"
+    )
     commit_all(template, "C")
     config.write_text(config.read_text().replace("# my own setting", "# my changed setting"))
     commit_all(project, "my second edit")
