@@ -10,9 +10,10 @@ import sys
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from callbacks.config_to_loggers import SaveConfigToLoggers
 # cookiecutter: only with mlp
 import strategies  # noqa: F401  (registers --trainer.strategy layer_split and pipeline)
+from callbacks.config_to_loggers import SaveConfigToLoggers
+
 # cookiecutter: end
 from errors import find_user_error, lost_peer, one_line
 from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
@@ -70,6 +71,7 @@ class TemplateCLI(LightningCLI):
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         return trainer
+
     # cookiecutter: only with dask
 
     def instantiate_classes(self) -> None:
@@ -84,6 +86,7 @@ class TemplateCLI(LightningCLI):
 
         launch(self.subcommand, self.config[self.subcommand], self._parser(self.subcommand))
         self.subcommand = None  # it ran on the workers: nothing is left to run here
+
     # cookiecutter: end
 
 
@@ -125,8 +128,11 @@ def main(args: list[str] | None = None) -> None:
             # cookiecutter: only with kubernetes
             # Retryable under a PyTorchJob `ExitCode` policy, like NCCL's own abort on a collective timeout (SIGABRT).
             # cookiecutter: end
-            print(f"error: lost another process of the job ({type(peer_error).__name__}: {one_line(peer_error)}); "
-                  f"exiting {LOST_PEER_EXIT_CODE}, a restart resumes", file=sys.stderr)
+            print(
+                f"error: lost another process of the job ({type(peer_error).__name__}: {one_line(peer_error)}); "
+                f"exiting {LOST_PEER_EXIT_CODE}, a restart resumes",
+                file=sys.stderr,
+            )
             sys.exit(LOST_PEER_EXIT_CODE)
         raise
 

@@ -28,21 +28,37 @@ LAUNCHES = {
 
 def run_args(config: str, epochs: int, train_batches: int, batch_size: int, log_dir: str) -> list[str]:
     return [
-        "fit", "--config", str(ROOT / "configs" / config),
-        "--trainer.max_epochs", str(epochs),
-        "--trainer.limit_train_batches", str(train_batches),
-        "--trainer.limit_val_batches", "2",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
-        "--trainer.logger.init_args.save_dir", log_dir,
-        "--data.init_args.batch_size", str(batch_size),
+        "fit",
+        "--config",
+        str(ROOT / "configs" / config),
+        "--trainer.max_epochs",
+        str(epochs),
+        "--trainer.limit_train_batches",
+        str(train_batches),
+        "--trainer.limit_val_batches",
+        "2",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        log_dir,
+        "--data.init_args.batch_size",
+        str(batch_size),
     ]
 
 
 def timed_run(args: list[str]) -> float:
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "cli.py", *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    result = subprocess.run(
+        [sys.executable, "cli.py", *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
     seconds = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"run failed ({' '.join(args)}):\n{result.stderr[-3000:]}")
@@ -63,13 +79,18 @@ def main() -> None:
         for repeat in range(options.repeats):
             order = list(LAUNCHES) if repeat % 2 == 0 else list(reversed(LAUNCHES))
             for name in order:
-                args = run_args(options.config, options.epochs, options.train_batches, options.batch_size, log_dir) + LAUNCHES[name]
+                args = (
+                    run_args(options.config, options.epochs, options.train_batches, options.batch_size, log_dir)
+                    + LAUNCHES[name]
+                )
                 seconds[name].append(timed_run(args))
                 print(f"repeat {repeat + 1}: {name}: {seconds[name][-1]:.1f} s", flush=True)
 
     medians = {name: statistics.median(times) for name, times in seconds.items()}
     dask_name, ddp_name = LAUNCHES
-    print(f"\n{options.config}, {options.epochs} epochs x {options.train_batches} batches of {options.batch_size}, {options.repeats} repeats")
+    print(
+        f"\n{options.config}, {options.epochs} epochs x {options.train_batches} batches of {options.batch_size}, {options.repeats} repeats"
+    )
     print("| launch | median wall time (s) | all runs (s) |")
     print("| --- | --- | --- |")
     for name, times in seconds.items():

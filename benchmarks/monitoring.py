@@ -54,8 +54,18 @@ def one_run(logger: str, with_media: bool, log_dir: str) -> dict[str, float]:
     if logger == "wandb":
         args += ["--config", str(ROOT / "configs" / "logger" / "wandb.yaml")]
     args += [
-        "--trainer.max_epochs", "1", "--trainer.limit_val_batches", "1", "--trainer.num_sanity_val_steps", "0", "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false", "--trainer.logger.init_args.save_dir", log_dir,
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.limit_val_batches",
+        "1",
+        "--trainer.num_sanity_val_steps",
+        "0",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        log_dir,
     ]
     cli = TemplateCLI(save_config_callback=None, args=args, run=False)
     trainer = cli.trainer
@@ -94,16 +104,26 @@ def main() -> None:
                     (media if with_media else plain).append(one_run(logger, with_media, log_dir))
             overheads = [m["epoch"] / p["epoch"] - 1 for p, m in zip(plain, media)]
             in_epoch = statistics.median(m["in_epoch"] / m["epoch"] for m in media)
-            rows.append((
-                logger, statistics.median(p["epoch"] for p in plain), statistics.median(m["epoch"] for m in media),
-                overheads, in_epoch, statistics.median(m["at_fit_end"] for m in media),
-            ))
+            rows.append(
+                (
+                    logger,
+                    statistics.median(p["epoch"] for p in plain),
+                    statistics.median(m["epoch"] for m in media),
+                    overheads,
+                    in_epoch,
+                    statistics.median(m["at_fit_end"] for m in media),
+                )
+            )
     print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, medians of {args.repeats} repeats\n")
-    print("| logger | epoch without media (s) | epoch with images + table rows (s) | epoch overhead (per-repeat range) | time in media callbacks during the epoch | table + artifact when fitting ends (s) |")
+    print(
+        "| logger | epoch without media (s) | epoch with images + table rows (s) | epoch overhead (per-repeat range) | time in media callbacks during the epoch | table + artifact when fitting ends (s) |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for logger, plain, media, overheads, in_epoch, at_end in rows:
         spread = f"{100 * min(overheads):+.1f} to {100 * max(overheads):+.1f}%"
-        print(f"| {logger} | {plain:.2f} | {media:.2f} | {100 * statistics.median(overheads):+.1f}% ({spread}) | {100 * in_epoch:.1f}% | {at_end:.2f} |")
+        print(
+            f"| {logger} | {plain:.2f} | {media:.2f} | {100 * statistics.median(overheads):+.1f}% ({spread}) | {100 * in_epoch:.1f}% | {at_end:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,16 @@ def template_epoch(names_file: Path, initial_state: dict) -> tuple[float, NameGe
     model.network.load_state_dict(initial_state)
     timer = EpochTimer()
     trainer = Trainer(
-        max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0, callbacks=[timer],
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        callbacks=[timer],
     )
     trainer.fit(model, PetNamesDataModule(str(names_file), val_fraction=0.0, batch_size=BATCH_SIZE))
     return timer.seconds, model
@@ -68,9 +76,13 @@ def reference_epoch(names: list[str], initial_state: dict) -> tuple[float, refer
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--epoch-fraction", type=float, default=0.25, help="share of the names (the same for both) in the timed epoch")
+    parser.add_argument(
+        "--epoch-fraction", type=float, default=0.25, help="share of the names (the same for both) in the timed epoch"
+    )
     parser.add_argument("--reference-names", type=int, default=100, help="names the reference generates per repeat")
-    parser.add_argument("--template-names", type=int, default=4096, help="names the template generates per repeat, in one batch")
+    parser.add_argument(
+        "--template-names", type=int, default=4096, help="names the template generates per repeat, in one batch"
+    )
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -89,7 +101,9 @@ def main() -> None:
         names_file.write_text("\n".join(epoch_names) + "\n")
         ref_epochs, our_epochs = [], []
         for _ in range(args.repeats):
-            torch.manual_seed(1)  # the same shuffles every repeat, so the run's generation uses the same weights whatever --repeats is
+            torch.manual_seed(
+                1
+            )  # the same shuffles every repeat, so the run's generation uses the same weights whatever --repeats is
             seconds, reference_model = reference_epoch(epoch_names, initial_state)
             ref_epochs.append(seconds)
             torch.manual_seed(1)
@@ -98,19 +112,31 @@ def main() -> None:
     ref_epoch, our_epoch = statistics.median(ref_epochs), statistics.median(our_epochs)
     rows.append((f"one training epoch, {len(epoch_names)} names (s)", ref_epoch, our_epoch, ref_epoch / our_epoch))
 
-    reference_model.load_state_dict({key.replace("head.", "fc."): value for key, value in template_model.network.state_dict().items()})
+    reference_model.load_state_dict(
+        {key.replace("head.", "fc."): value for key, value in template_model.network.state_dict().items()}
+    )
     reference_model.eval()
     template_model.eval()
     bf16_model = copy.deepcopy(template_model).to(torch.bfloat16)
     np.random.seed(0)
     ref_rates, our_rates, bf16_rates = [], [], []
     for _ in range(args.repeats):
-        ref_rates.append(args.reference_names / call_seconds(lambda: [reference.generate_name(reference_model) for _ in range(args.reference_names)]))
+        ref_rates.append(
+            args.reference_names
+            / call_seconds(lambda: [reference.generate_name(reference_model) for _ in range(args.reference_names)])
+        )
         our_rates.append(args.template_names / call_seconds(lambda: template_model.generate(args.template_names)))
         bf16_rates.append(args.template_names / call_seconds(lambda: bf16_model.generate(args.template_names)))
     for label, rates in (("float32", our_rates), ("bf16-true", bf16_rates)):
         ratio = statistics.median(ours / ref for ours, ref in zip(rates, ref_rates))
-        rows.append((f"name generation, {label}, batches of {args.template_names} (names/s)", statistics.median(ref_rates), statistics.median(rates), ratio))
+        rows.append(
+            (
+                f"name generation, {label}, batches of {args.template_names} (names/s)",
+                statistics.median(ref_rates),
+                statistics.median(rates),
+                ratio,
+            )
+        )
 
     print(f"\ntorch {torch.__version__}, {args.threads} threads, medians of {args.repeats} repeats\n")
     print("| measure | reference | template | speed-up |")

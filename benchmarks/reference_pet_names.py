@@ -16,8 +16,13 @@ WINDOW = 8
 
 
 def format_training_data(pet_names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    prefixes = [name_with_stop[:end] for name in pet_names for name_with_stop in [name + "+"] for end in range(1, len(name_with_stop) + 1)]
-    clipped = [list(prefix)[-(WINDOW + 1):] for prefix in prefixes]
+    prefixes = [
+        name_with_stop[:end]
+        for name in pet_names
+        for name_with_stop in [name + "+"]
+        for end in range(1, len(name_with_stop) + 1)
+    ]
+    clipped = [list(prefix)[-(WINDOW + 1) :] for prefix in prefixes]
     padded = [list("*" * (WINDOW + 1 - len(chars))) + chars for chars in clipped]
     numeric = [[CHARACTERS.index(char) for char in chars] for chars in padded]
     targets = torch.tensor([row[1:] for row in numeric])
@@ -72,7 +77,9 @@ def generate_name(model: nn.Module, max_length: int = 30) -> str:
         one_hot = torch.unsqueeze(nn.functional.one_hot(numeric, num_classes=len(CHARACTERS)).float(), 0)
         with torch.no_grad():
             logits = model(one_hot)
-        probabilities = torch.nn.functional.softmax(logits[0, -1, :], dim=0).detach().cpu().numpy().astype(np.float64)[1:]
+        probabilities = (
+            torch.nn.functional.softmax(logits[0, -1, :], dim=0).detach().cpu().numpy().astype(np.float64)[1:]
+        )
         probabilities = [p / sum(probabilities) for p in probabilities]
         next_letter = CHARACTERS[np.random.choice(len(CHARACTERS) - 1, p=probabilities) + 1]
         if next_letter != "+":

@@ -115,7 +115,9 @@ def naive_split(steps: int, warmup: int) -> float:
     network = MLPClassifier(optimizer=sgd, scheduler=None, **WIDE_MLP).network
     stages = network.stages()
     optimizer = sgd(network.parameters())
-    data = RandomBatches((WIDE_MLP["input_size"],), WIDE_MLP["num_classes"], MLP_BATCH, MLP_BATCH * (steps + warmup + 1)).train_dataloader()
+    data = RandomBatches(
+        (WIDE_MLP["input_size"],), WIDE_MLP["num_classes"], MLP_BATCH, MLP_BATCH * (steps + warmup + 1)
+    ).train_dataloader()
     ends = []
     for images, labels in data:
         optimizer.zero_grad()
@@ -138,12 +140,27 @@ def lightning_run(case: str, steps: int, warmup: int) -> tuple[float | None, int
     else:
         model = MLPClassifier(optimizer=sgd, scheduler=None, **WIDE_MLP)
         processes = PIPELINE_CASES[case][1]
-        data = RandomBatches((WIDE_MLP["input_size"],), WIDE_MLP["num_classes"], MLP_BATCH, MLP_BATCH * (steps + warmup + 1))
-        strategy = LayerSplitStrategy(devices=["cpu", "cpu"]) if case == "layer_split" else PipelineStrategy(schedule=case.split("_")[1], microbatches=MICROBATCHES)
+        data = RandomBatches(
+            (WIDE_MLP["input_size"],), WIDE_MLP["num_classes"], MLP_BATCH, MLP_BATCH * (steps + warmup + 1)
+        )
+        strategy = (
+            LayerSplitStrategy(devices=["cpu", "cpu"])
+            if case == "layer_split"
+            else PipelineStrategy(schedule=case.split("_")[1], microbatches=MICROBATCHES)
+        )
     timer = StepTimer()
     trainer = Trainer(
-        accelerator="cpu", devices=processes, strategy=strategy, max_steps=steps + warmup + 1, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0, callbacks=[timer],
+        accelerator="cpu",
+        devices=processes,
+        strategy=strategy,
+        max_steps=steps + warmup + 1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        callbacks=[timer],
     )
     trainer.fit(model, data)
     return (median_step_seconds(timer.ends, warmup) if trainer.is_global_zero else None), trainer.global_rank
@@ -155,7 +172,9 @@ def run_case(case: str, steps: int, warmup: int, folder: Path) -> None:
     seed_everything(0, verbose=False)
     seconds, rank = (naive_split(steps, warmup), 0) if case == "naive" else lightning_run(case, steps, warmup)
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    (folder / f"{case}.rank{rank}.json").write_text(json.dumps({"step_seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime}))
+    (folder / f"{case}.rank{rank}.json").write_text(
+        json.dumps({"step_seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime})
+    )
 
 
 def cpu_seconds_busy_and_total() -> tuple[float, float]:
@@ -185,7 +204,18 @@ def measure(case: str, processes: int, steps: int, warmup: int, folder: Path) ->
     for old in folder.glob(f"{case}.rank*.json"):
         old.unlink()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    command = [sys.executable, str(Path(__file__).resolve()), "run", case, "--steps", str(steps), "--warmup", str(warmup), "--folder", str(folder)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "run",
+        case,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+        "--folder",
+        str(folder),
+    ]
     busy_before, total_before = cpu_seconds_busy_and_total()
     finished = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if finished.returncode != 0:
@@ -210,10 +240,21 @@ def main() -> None:
         command_parser.add_argument("--steps", type=int, default=10, help="timed steps per run")
         command_parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--min-idle", type=float, default=0.9, help="wait for this idle share of the cores before each measurement")
-    parser.add_argument("--max-wait", type=float, default=300, help="seconds to wait for idle cores before measuring anyway")
-    parser.add_argument("--max-interference", type=float, default=0.1, help="repeat a measurement when other processes took more of the cores")
-    parser.add_argument("--attempts", type=int, default=4, help="measurements per result at most; the least disturbed one counts")
+    parser.add_argument(
+        "--min-idle", type=float, default=0.9, help="wait for this idle share of the cores before each measurement"
+    )
+    parser.add_argument(
+        "--max-wait", type=float, default=300, help="seconds to wait for idle cores before measuring anyway"
+    )
+    parser.add_argument(
+        "--max-interference",
+        type=float,
+        default=0.1,
+        help="repeat a measurement when other processes took more of the cores",
+    )
+    parser.add_argument(
+        "--attempts", type=int, default=4, help="measurements per result at most; the least disturbed one counts"
+    )
     args = parser.parse_args()
     if args.command == "run":
         run_case(args.case, args.steps, args.warmup, args.folder)
@@ -232,7 +273,10 @@ def main() -> None:
                     attempts.append((interference, seconds))
                 interference, seconds = min(attempts)
                 step_seconds[case].append(seconds)
-                print(f"repeat {repeat + 1}/{args.repeats} {case}: {seconds:.3f} s per step ({interference:.0%} of the cores used by others, attempt {len(attempts)})", flush=True)
+                print(
+                    f"repeat {repeat + 1}/{args.repeats} {case}: {seconds:.3f} s per step ({interference:.0%} of the cores used by others, attempt {len(attempts)})",
+                    flush=True,
+                )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     median = {case: statistics.median(values) for case, values in step_seconds.items()}
 
@@ -241,20 +285,28 @@ def main() -> None:
         return statistics.median(base / other for base, other in zip(step_seconds[baseline], step_seconds[case]))
 
     ideal = 2 * MICROBATCHES / (MICROBATCHES + 1)
-    print(f"\n(a) wide staged MLP, batch {MLP_BATCH}, 2 stages; one thread per process; medians of {args.repeats} runs x {args.steps} steps\n")
+    print(
+        f"\n(a) wide staged MLP, batch {MLP_BATCH}, 2 stages; one thread per process; medians of {args.repeats} runs x {args.steps} steps\n"
+    )
     print("| setup | processes x threads | samples/s | vs naive split (median of per-repeat ratios) |")
     print("|---|---|---|---|")
     for case, (label, processes) in PIPELINE_CASES.items():
         rate = MLP_BATCH / median[case]
         print(f"| {label} | {processes} x 1 | {rate:.0f} | {paired_speedup('naive', case):.2f}x |")
-    print(f"\nideal for 2 stages and {MICROBATCHES} micro-batches: 2 x (1 - bubble 1/{MICROBATCHES + 1}) = {ideal:.2f}x")
+    print(
+        f"\nideal for 2 stages and {MICROBATCHES} micro-batches: 2 x (1 - bubble 1/{MICROBATCHES + 1}) = {ideal:.2f}x"
+    )
 
-    print(f"\n(b) resnet18 on {CNN_IMAGE[1]}x{CNN_IMAGE[2]} images, batch {CNN_BATCH} per process; one thread per process\n")
+    print(
+        f"\n(b) resnet18 on {CNN_IMAGE[1]}x{CNN_IMAGE[2]} images, batch {CNN_BATCH} per process; one thread per process\n"
+    )
     print("| setup | samples/s (all processes) | samples/s per process | efficiency (median of per-repeat ratios) |")
     print("|---|---|---|---|")
     for case, (label, processes) in DDP_CASES.items():
         per_process = CNN_BATCH / median[case]
-        print(f"| {label} x 1 thread | {per_process * processes:.1f} | {per_process:.1f} | {paired_speedup('cnn_single', case):.0%} |")
+        print(
+            f"| {label} x 1 thread | {per_process * processes:.1f} | {per_process:.1f} | {paired_speedup('cnn_single', case):.0%} |"
+        )
 
 
 if __name__ == "__main__":

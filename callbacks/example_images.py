@@ -13,4 +13,9 @@ class ExampleImages(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.is_global_zero and batch_idx % self.every_n_steps == 0:
             images = batch[0][: self.num_images]
-            log_images(trainer, "examples/example_images", images, caption=f"epoch {trainer.current_epoch} step {trainer.global_step}")
+            log_images(
+                trainer,
+                "examples/example_images",
+                images,
+                caption=f"epoch {trainer.current_epoch} step {trainer.global_step}",
+            )

@@ -23,7 +23,9 @@ class GeneratedNamesWriter(BasePredictionWriter):
             gathered: list[list[str] | None] = [None] * trainer.world_size
             dist.all_gather_object(gathered, names)
             names = [name for rank_names in gathered for name in rank_names]
-        output_file = Path(self.output_file or Path(trainer.log_dir) / "generated_names.txt")  # every rank: log_dir is a collective call
+        output_file = Path(
+            self.output_file or Path(trainer.log_dir) / "generated_names.txt"
+        )  # every rank: log_dir is a collective call
         if trainer.is_global_zero:
             output_file.parent.mkdir(parents=True, exist_ok=True)
             output_file.write_text("".join(f"{name}\n" for name in names), encoding="utf-8")

@@ -53,14 +53,19 @@ def log_images(trainer: Trainer, key: str, images: torch.Tensor, caption: str) -
     save_image(images, _local_dir(trainer, key) / f"step{trainer.global_step:06d}.png", nrow=len(images))
 
 
-def log_table(trainer: Trainer, key: str, columns: list[str], rows: list[list], artifact_type: str | None = None) -> None:
+def log_table(
+    trainer: Trainer, key: str, columns: list[str], rows: list[list], artifact_type: str | None = None
+) -> None:
     """Log rows whose cells are numbers, strings or image tensors; `artifact_type` names the kind of a versioned copy."""
     # cookiecutter: only with wandb
     wandb_loggers = _wandb_loggers(trainer)
     if wandb_loggers:
         import wandb
 
-        data = [[wandb.Image(_displayable(cell[None])[0]) if isinstance(cell, torch.Tensor) else cell for cell in row] for row in rows]
+        data = [
+            [wandb.Image(_displayable(cell[None])[0]) if isinstance(cell, torch.Tensor) else cell for cell in row]
+            for row in rows
+        ]
         for logger in wandb_loggers:
             table = wandb.Table(columns=columns, data=data)
             logger.experiment.log({key: table})

@@ -32,7 +32,9 @@ class PredictionTable(Callback):
         images, labels = batch
         confidence, predicted = torch.softmax(outputs["logits"].float(), dim=-1).max(dim=-1)
         class_names = getattr(trainer.datamodule, "class_names", None)
-        for image, label, guess, probability in zip(images.cpu(), labels.tolist(), predicted.tolist(), confidence.tolist()):
+        for image, label, guess, probability in zip(
+            images.cpu(), labels.tolist(), predicted.tolist(), confidence.tolist()
+        ):
             if len(self.rows) >= self.max_rows:
                 return
             name = class_names[label] if class_names else label
@@ -41,5 +43,11 @@ class PredictionTable(Callback):
 
     def on_fit_end(self, trainer, pl_module) -> None:
         if self.rows and trainer.is_global_zero:
-            log_table(trainer, "train_predictions", ["image", "label", "prediction", "confidence"], self.rows, artifact_type="train_predictions")
+            log_table(
+                trainer,
+                "train_predictions",
+                ["image", "label", "prediction", "confidence"],
+                self.rows,
+                artifact_type="train_predictions",
+            )
             self.rows = []

@@ -37,7 +37,13 @@ DDP_STRATEGY = "lightning.pytorch.strategies.DDPStrategy"
 ELASTIC_DDP_STRATEGY = "cluster.elastic.ElasticDDPStrategy"
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
 # Trainer settings the manifest derives from the pod shape; an override would break world size = pods x processes.
-DERIVED_TRAINER_FLAGS = ("--trainer.strategy", "--trainer.accelerator", "--trainer.devices", "--trainer.num_nodes", "--trainer.plugins")
+DERIVED_TRAINER_FLAGS = (
+    "--trainer.strategy",
+    "--trainer.accelerator",
+    "--trainer.devices",
+    "--trainer.num_nodes",
+    "--trainer.plugins",
+)
 RESUME = ("--ckpt_path", "last")
 LOGS_DIR_FLAG = "--trainer.logger.init_args.save_dir"
 ELASTIC_RANGE = re.compile(r"(\d+):(\d+)")
@@ -90,34 +96,65 @@ def _parser() -> argparse.ArgumentParser:
         "Arguments after `--` are passed on to cli.py fit.",
     )
     parser.add_argument("--name", required=True, help="job name: lower-case letters, digits and '-'")
-    parser.add_argument("--image", required=True, help="image built from this repository's Dockerfile, pushed to a registry the cluster can pull from")
+    parser.add_argument(
+        "--image",
+        required=True,
+        help="image built from this repository's Dockerfile, pushed to a registry the cluster can pull from",
+    )
     pods = parser.add_mutually_exclusive_group(required=True)
-    pods.add_argument("--workers", type=int, help="worker pods besides the master (world size = (workers + 1) x nproc-per-node)")
     pods.add_argument(
-        "--elastic", metavar="MIN:MAX",
+        "--workers", type=int, help="worker pods besides the master (world size = (workers + 1) x nproc-per-node)"
+    )
+    pods.add_argument(
+        "--elastic",
+        metavar="MIN:MAX",
         help="MAX worker pods and no master; torchrun trains with as many as are up (at least MIN) and restarts its processes when one fails",
     )
-    parser.add_argument("--config", required=True, help="config path relative to the project root, e.g. configs/EXAMPLE.yaml")
+    parser.add_argument(
+        "--config", required=True, help="config path relative to the project root, e.g. configs/EXAMPLE.yaml"
+    )
     parser.add_argument("--gpus-per-pod", type=int, default=0, help="NVIDIA GPUs per pod (default 0: CPU)")
     parser.add_argument("--accelerator", choices=("cpu", "gpu"), help="default: gpu when --gpus-per-pod > 0, else cpu")
-    parser.add_argument("--nproc-per-node", type=int, help="training processes per pod; default one per GPU, or 1 on CPU. Above 1, pods run torchrun")
+    parser.add_argument(
+        "--nproc-per-node",
+        type=int,
+        help="training processes per pod; default one per GPU, or 1 on CPU. Above 1, pods run torchrun",
+    )
     parser.add_argument("--cpu", type=float, help="CPU cores per pod (request = limit)")
     parser.add_argument("--memory", help="memory per pod as a Kubernetes quantity, e.g. 16Gi (request = limit)")
     parser.add_argument(
-        "--restart-policy", choices=RESTART_POLICIES,
+        "--restart-policy",
+        choices=RESTART_POLICIES,
         help="default ExitCode: restart pods that exit 128+n (killed, preempted, lost peer), fail on 1-127 (bug, bad input); OnFailure with --elastic",
     )
-    parser.add_argument("--backoff-limit", type=int, default=3, help="pod restarts before the job fails (runPolicy.backoffLimit, default 3)")
     parser.add_argument(
-        "--ddp-timeout", type=float, default=5.0, metavar="MINUTES",
+        "--backoff-limit",
+        type=int,
+        default=3,
+        help="pod restarts before the job fails (runPolicy.backoffLimit, default 3)",
+    )
+    parser.add_argument(
+        "--ddp-timeout",
+        type=float,
+        default=5.0,
+        metavar="MINUTES",
         help="how long a collective or the start-up rendezvous waits for a lost or late pod before it fails (default 5; torch's is 30)",
     )
-    parser.add_argument("--max-restarts", type=int, help="with --elastic: restarts of the training processes by torchrun (default 3)")
     parser.add_argument(
-        "--pvc", action="append", default=[], metavar="CLAIM:PATH",
+        "--max-restarts", type=int, help="with --elastic: restarts of the training processes by torchrun (default 3)"
+    )
+    parser.add_argument(
+        "--pvc",
+        action="append",
+        default=[],
+        metavar="CLAIM:PATH",
         help=f"mount an existing PersistentVolumeClaim in every pod (repeatable); e.g. results:{IMAGE_WORKDIR}/logs keeps the master's logs and checkpoints after its pod is gone",
     )
-    parser.add_argument("--output", type=Path, help="manifest file to write; without it the manifest goes to stdout and the Run:ai commands to stderr")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="manifest file to write; without it the manifest goes to stdout and the Run:ai commands to stderr",
+    )
     return parser
 
 
@@ -128,52 +165,74 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     overrides = tuple(argv[split + 1 :])
 
     if not DNS_LABEL.fullmatch(args.name):
-        raise UserInputError(f"--name {args.name!r} must be lower-case letters, digits and '-', starting with a letter and not ending with '-'")
+        raise UserInputError(
+            f"--name {args.name!r} must be lower-case letters, digits and '-', starting with a letter and not ending with '-'"
+        )
     elastic = _elastic_range(args.elastic) if args.elastic is not None else None
     workers = elastic[1] if elastic else args.workers
     longest_pod_name = f"{args.name}-worker-{max(workers - 1, 0)}"
     if len(longest_pod_name) > MAX_SERVICE_NAME:
-        raise UserInputError(f"--name is too long: pod names like {longest_pod_name!r} must fit in {MAX_SERVICE_NAME} characters")
+        raise UserInputError(
+            f"--name is too long: pod names like {longest_pod_name!r} must fit in {MAX_SERVICE_NAME} characters"
+        )
     if not args.image.strip() or any(character.isspace() for character in args.image):
-        raise UserInputError(f"--image {args.image!r} is not an image name; give the pushed image, e.g. registry.example.com/template:0.1")
+        raise UserInputError(
+            f"--image {args.image!r} is not an image name; give the pushed image, e.g. registry.example.com/template:0.1"
+        )
     if workers < 1:
-        raise UserInputError(f"--workers must be at least 1 (the master is started in addition to the workers), got {workers}")
+        raise UserInputError(
+            f"--workers must be at least 1 (the master is started in addition to the workers), got {workers}"
+        )
     if args.gpus_per_pod < 0:
         raise UserInputError(f"--gpus-per-pod must be 0 or more, got {args.gpus_per_pod}")
     accelerator = args.accelerator or ("gpu" if args.gpus_per_pod else "cpu")
     if accelerator == "cpu" and args.gpus_per_pod:
-        raise UserInputError(f"--accelerator cpu trains on CPU only but --gpus-per-pod {args.gpus_per_pod} requests GPUs; drop one of them")
+        raise UserInputError(
+            f"--accelerator cpu trains on CPU only but --gpus-per-pod {args.gpus_per_pod} requests GPUs; drop one of them"
+        )
     if accelerator == "gpu" and not args.gpus_per_pod:
         raise UserInputError("--accelerator gpu needs --gpus-per-pod 1 or more")
     if args.nproc_per_node is not None and args.nproc_per_node < 1:
         raise UserInputError(f"--nproc-per-node must be at least 1, got {args.nproc_per_node}")
     nproc_per_node = args.nproc_per_node or max(args.gpus_per_pod, 1)
     if args.gpus_per_pod and nproc_per_node != args.gpus_per_pod:
-        raise UserInputError(f"DDP runs one process per GPU: --nproc-per-node {nproc_per_node} must equal --gpus-per-pod {args.gpus_per_pod}")
+        raise UserInputError(
+            f"DDP runs one process per GPU: --nproc-per-node {nproc_per_node} must equal --gpus-per-pod {args.gpus_per_pod}"
+        )
     if args.cpu is not None and args.cpu <= 0:
         raise UserInputError(f"--cpu must be a positive number of cores, got {args.cpu:g}")
     if args.memory is not None and not MEMORY_QUANTITY.fullmatch(args.memory):
         raise UserInputError(f"--memory {args.memory!r} is not a Kubernetes quantity such as 16Gi or 500M")
     config = Path(args.config)
     if config.is_absolute() or not config.is_file():
-        raise UserInputError(f"--config {args.config!r} must be an existing file given relative to the project root (the image holds the project at {IMAGE_WORKDIR})")
+        raise UserInputError(
+            f"--config {args.config!r} must be an existing file given relative to the project root (the image holds the project at {IMAGE_WORKDIR})"
+        )
     volume_claims = tuple(_volume_claim(value) for value in args.pvc)
     for override in overrides:
         flag = override.split("=", 1)[0].rstrip("+")
         if flag in DERIVED_TRAINER_FLAGS:
-            raise UserInputError(f"{flag} is set from --workers, --gpus-per-pod, --nproc-per-node and --accelerator; do not override it after `--`")
+            raise UserInputError(
+                f"{flag} is set from --workers, --gpus-per-pod, --nproc-per-node and --accelerator; do not override it after `--`"
+            )
         if flag == RESUME[0]:
-            raise UserInputError(f"{flag} is set to `last` so that a restarted pod continues the run; do not override it after `--`")
+            raise UserInputError(
+                f"{flag} is set to `last` so that a restarted pod continues the run; do not override it after `--`"
+            )
     restart_policy = args.restart_policy or ("OnFailure" if elastic else "ExitCode")
     if elastic and restart_policy == "ExitCode":
         # Measured: killing the agent that hosts the c10d rendezvous (worker-0) makes every other agent exit 1 within seconds.
-        raise UserInputError("--elastic cannot use --restart-policy ExitCode: losing worker-0, which hosts the rendezvous, makes the other pods exit 1, which ExitCode never restarts")
+        raise UserInputError(
+            "--elastic cannot use --restart-policy ExitCode: losing worker-0, which hosts the rendezvous, makes the other pods exit 1, which ExitCode never restarts"
+        )
     if args.backoff_limit < 0:
         raise UserInputError(f"--backoff-limit must be 0 or more, got {args.backoff_limit}")
     if args.ddp_timeout <= 0:
         raise UserInputError(f"--ddp-timeout must be a positive number of minutes, got {args.ddp_timeout:g}")
     if args.max_restarts is not None and not elastic:
-        raise UserInputError("--max-restarts counts torchrun's restarts of an elastic job; add --elastic MIN:MAX or use --backoff-limit")
+        raise UserInputError(
+            "--max-restarts counts torchrun's restarts of an elastic job; add --elastic MIN:MAX or use --backoff-limit"
+        )
     max_restarts = 3 if args.max_restarts is None else args.max_restarts
     if max_restarts < 0:
         raise UserInputError(f"--max-restarts must be 0 or more, got {max_restarts}")
@@ -209,7 +268,9 @@ def _elastic_range(value: str) -> tuple[int, int]:
 def _volume_claim(value: str) -> tuple[str, str]:
     claim, _, path = value.partition(":")
     if not CLAIM_NAME.fullmatch(claim) or not path.startswith("/"):
-        raise UserInputError(f"--pvc {value!r} must be CLAIM:PATH, an existing claim's name and an absolute mount path, e.g. results:{IMAGE_WORKDIR}/logs")
+        raise UserInputError(
+            f"--pvc {value!r} must be CLAIM:PATH, an existing claim's name and an absolute mount path, e.g. results:{IMAGE_WORKDIR}/logs"
+        )
     return claim, path
 
 
@@ -222,20 +283,33 @@ def training_command(request: JobRequest) -> list[str]:
     """The command every pod runs: cli.py fit with DDP sized to the whole job, resuming the run's last checkpoint."""
     strategy = ELASTIC_DDP_STRATEGY if request.elastic else DDP_STRATEGY
     fit = [
-        "cli.py", "fit",
-        "--config", request.config,
-        "--trainer.strategy", strategy,
-        "--trainer.strategy.timeout", ddp_timeout(request),
-        "--trainer.accelerator", request.accelerator,
-        "--trainer.devices", str(request.nproc_per_node),
+        "cli.py",
+        "fit",
+        "--config",
+        request.config,
+        "--trainer.strategy",
+        strategy,
+        "--trainer.strategy.timeout",
+        ddp_timeout(request),
+        "--trainer.accelerator",
+        request.accelerator,
+        "--trainer.devices",
+        str(request.nproc_per_node),
     ]
     if request.elastic:
         # The node count is whatever the rendezvous admitted (ElasticDDPStrategy reads it); the endpoint,
         # worker-0's agent, comes from the operator's PET_RDZV_ENDPOINT.
         low, high = request.elastic
         launcher = [
-            "torchrun", "--nnodes", f"{low}:{high}", "--nproc_per_node", str(request.nproc_per_node),
-            "--rdzv_backend", "c10d", "--max_restarts", str(request.max_restarts),
+            "torchrun",
+            "--nnodes",
+            f"{low}:{high}",
+            "--nproc_per_node",
+            str(request.nproc_per_node),
+            "--rdzv_backend",
+            "c10d",
+            "--max_restarts",
+            str(request.max_restarts),
         ]
         return [*launcher, *fit, *request.overrides, *RESUME]
     fit += ["--trainer.num_nodes", str(request.pods)]
@@ -266,7 +340,10 @@ def resume_warning(request: JobRequest) -> str | None:
     if request.restart_policy == "Never":
         return None
     directory = logs_dir(request)
-    if any(directory == path.rstrip("/") or directory.startswith(path.rstrip("/") + "/") for _, path in request.volume_claims):
+    if any(
+        directory == path.rstrip("/") or directory.startswith(path.rstrip("/") + "/")
+        for _, path in request.volume_claims
+    ):
         return None
     return f"warning: no --pvc is mounted at {directory}, where checkpoints are written: a restarted pod will train from step 0 (add e.g. --pvc results:{directory})"
 
@@ -314,10 +391,18 @@ def pytorchjob_manifest(request: JobRequest) -> dict:
     }
     if request.elastic:
         low, high = request.elastic
-        spec["elasticPolicy"] = {"rdzvBackend": "c10d", "minReplicas": low, "maxReplicas": high, "maxRestarts": request.max_restarts}
+        spec["elasticPolicy"] = {
+            "rdzvBackend": "c10d",
+            "minReplicas": low,
+            "maxReplicas": high,
+            "maxRestarts": request.max_restarts,
+        }
         spec["pytorchReplicaSpecs"] = {"Worker": replica_spec(request, request.workers)}
     else:
-        spec["pytorchReplicaSpecs"] = {"Master": replica_spec(request, 1), "Worker": replica_spec(request, request.workers)}
+        spec["pytorchReplicaSpecs"] = {
+            "Master": replica_spec(request, 1),
+            "Worker": replica_spec(request, request.workers),
+        }
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": request.name}, "spec": spec}
 
 
@@ -326,10 +411,26 @@ def runai_commands(request: JobRequest) -> tuple[str, str]:
     command = ["--command", "--", *training_command(request)]
     cpu = f"{request.cpu:g}" if request.cpu is not None else None
     v1 = ["runai", "submit-dist", "pytorch", request.name, f"--workers={request.workers}", "-i", request.image]
-    v2 = ["runai", "distributed", "submit", request.name, "--framework", "PyTorch", "-i", request.image, "--workers", str(request.workers)]
+    v2 = [
+        "runai",
+        "distributed",
+        "submit",
+        request.name,
+        "--framework",
+        "PyTorch",
+        "-i",
+        request.image,
+        "--workers",
+        str(request.workers),
+    ]
     if request.gpus_per_pod:
         v1 += ["-g", str(request.gpus_per_pod)]
-        v2 += ["--gpu-devices-request", str(request.gpus_per_pod), "--master-gpu-devices-request", str(request.gpus_per_pod)]
+        v2 += [
+            "--gpu-devices-request",
+            str(request.gpus_per_pod),
+            "--master-gpu-devices-request",
+            str(request.gpus_per_pod),
+        ]
     if cpu is not None:
         v1 += ["--cpu", cpu, "--cpu-limit", cpu]
         v2 += ["--cpu-core-request", cpu, "--cpu-core-limit", cpu]

@@ -16,7 +16,15 @@ class FashionMNISTDataModule(SplitsDataModule):
     num_classes = len(FashionMNIST.classes)
     input_size = 28 * 28
 
-    def __init__(self, root: str = "data", download: bool = False, val_fraction: float = 0.1, seed: int = 42, batch_size: int = 100, num_workers: int = 2):
+    def __init__(
+        self,
+        root: str = "data",
+        download: bool = False,
+        val_fraction: float = 0.1,
+        seed: int = 42,
+        batch_size: int = 100,
+        num_workers: int = 2,
+    ):
         """
         Args:
             root: folder that holds (or will hold) `FashionMNIST/raw`.
@@ -52,4 +60,6 @@ class FashionMNISTDataModule(SplitsDataModule):
             raise UserInputError(f"FashionMNIST in {self.hparams.root} is incomplete or corrupt: {error}") from error
         num_val = int(len(full_train) * self.hparams.val_fraction)
         generator = torch.Generator().manual_seed(self.hparams.seed)
-        self.train_set, self.val_set = random_split(full_train, [len(full_train) - num_val, num_val], generator=generator)
+        self.train_set, self.val_set = random_split(
+            full_train, [len(full_train) - num_val, num_val], generator=generator
+        )

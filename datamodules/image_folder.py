@@ -73,10 +73,14 @@ class ImageFolderDataModule(SplitsDataModule):
         root = self.image_root
         if not root.is_dir():
             hint = f"{self.hparams.how_to_get.rstrip('.')}, then " if self.hparams.how_to_get else ""
-            raise UserInputError(f"image folder {root} does not exist; {hint}point --data.init_args.root at a folder with one sub-folder of images per class")
+            raise UserInputError(
+                f"image folder {root} does not exist; {hint}point --data.init_args.root at a folder with one sub-folder of images per class"
+            )
         found = sorted(entry.name for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
         if not found:
-            raise UserInputError(f"image folder {root} has no class sub-folders; expected {root}/<class name>/<image files>")
+            raise UserInputError(
+                f"image folder {root} has no class sub-folders; expected {root}/<class name>/<image files>"
+            )
         wanted = self.hparams.classes
         if wanted is None:
             return found
@@ -97,19 +101,27 @@ class ImageFolderDataModule(SplitsDataModule):
     def _transforms(self, train: bool):
         size, grayscale = self.hparams.image_size, self.hparams.grayscale
         if train and self.hparams.augment:
-            steps = [transforms.RandomResizedCrop(size, scale=(0.6, 1.0), antialias=True), transforms.RandomHorizontalFlip()]
+            steps = [
+                transforms.RandomResizedCrop(size, scale=(0.6, 1.0), antialias=True),
+                transforms.RandomHorizontalFlip(),
+            ]
         else:
             steps = [transforms.Resize(size, antialias=True), transforms.CenterCrop(size)]
         if grayscale:
             steps.append(transforms.Grayscale(num_output_channels=1))
-        steps += [transforms.ToTensor(), transforms.Normalize((0.5,), (0.5,)) if grayscale else transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+        steps += [
+            transforms.ToTensor(),
+            transforms.Normalize((0.5,), (0.5,)) if grayscale else transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
         return transforms.Compose(steps)
 
     def setup(self, stage: str) -> None:
         if self.train_set is not None:
             return
         try:
-            train_images = ChosenClassesFolder(str(self.image_root), self.class_names, transform=self._transforms(train=True))
+            train_images = ChosenClassesFolder(
+                str(self.image_root), self.class_names, transform=self._transforms(train=True)
+            )
         except FileNotFoundError as error:
             raise UserInputError(f"image folder {self.image_root}: {error}") from error
         val_images = copy.copy(train_images)
@@ -119,6 +131,8 @@ class ImageFolderDataModule(SplitsDataModule):
         order = torch.randperm(len(train_images), generator=generator).tolist()
         num_train = round(len(order) * self.hparams.train_fraction)
         if num_train == 0 or num_train == len(order):
-            raise UserInputError(f"image folder {self.image_root} has {len(order)} images, too few to split with train_fraction {self.hparams.train_fraction}")
+            raise UserInputError(
+                f"image folder {self.image_root} has {len(order)} images, too few to split with train_fraction {self.hparams.train_fraction}"
+            )
         self.train_set = Subset(train_images, order[:num_train])
         self.val_set = Subset(val_images, order[num_train:])

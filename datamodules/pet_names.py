@@ -22,7 +22,9 @@ VOCAB = PAD + STOP + ALPHABET
 def read_names(path: Path) -> list[str]:
     """Names from a JSON list of strings or a text file with one name per line."""
     if not path.is_file():
-        raise UserInputError(f"names file {path} does not exist; set --data.init_args.names_path (derive the default with scripts/prepare_pet_names.py)")
+        raise UserInputError(
+            f"names file {path} does not exist; set --data.init_args.names_path (derive the default with scripts/prepare_pet_names.py)"
+        )
     text = path.read_text(encoding="utf-8")
     if path.suffix != ".json":
         return text.splitlines()
@@ -130,8 +132,16 @@ class PetNamesDataModule(LightningDataModule):
         raw_names = read_names(path)
         self.names, dropped = clean_names(raw_names)
         if not self.names:
-            raise UserInputError(f"names file {path} has no usable name: {dropped} of {len(raw_names)} are empty or use characters outside {ALPHABET!r}")
-        log.info("pet names: kept %d of %d, dropped %d (empty or outside %r)", len(self.names), len(raw_names), dropped, ALPHABET)
+            raise UserInputError(
+                f"names file {path} has no usable name: {dropped} of {len(raw_names)} are empty or use characters outside {ALPHABET!r}"
+            )
+        log.info(
+            "pet names: kept %d of %d, dropped %d (empty or outside %r)",
+            len(self.names),
+            len(raw_names),
+            dropped,
+            ALPHABET,
+        )
         self.dropped_names = dropped
 
         distinct = sorted(set(self.names))

@@ -15,12 +15,19 @@ class SplitsDataModule(LightningDataModule):
 
     def _loader(self, dataset: Dataset) -> DataLoader:
         workers = self.hparams.num_workers
-        return DataLoader(dataset, batch_size=self.hparams.batch_size, num_workers=workers, persistent_workers=workers > 0)
+        return DataLoader(
+            dataset, batch_size=self.hparams.batch_size, num_workers=workers, persistent_workers=workers > 0
+        )
 
     def train_dataloader(self) -> DataLoader:
         workers = self.hparams.num_workers
         return resumable_loader(
-            self, self.train_set, self.hparams.batch_size, seed_each_sample=True, num_workers=workers, persistent_workers=workers > 0
+            self,
+            self.train_set,
+            self.hparams.batch_size,
+            seed_each_sample=True,
+            num_workers=workers,
+            persistent_workers=workers > 0,
         )
 
     def val_dataloader(self) -> DataLoader:

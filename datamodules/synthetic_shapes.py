@@ -20,7 +20,13 @@ SHAPES = ("circle", "cross", "ring", "square", "triangle")
 
 
 def _polygon(center: tuple[float, float], radius: float, corners: int, angle: float) -> list[tuple[float, float]]:
-    return [(center[0] + radius * math.cos(angle + 2 * math.pi * k / corners), center[1] + radius * math.sin(angle + 2 * math.pi * k / corners)) for k in range(corners)]
+    return [
+        (
+            center[0] + radius * math.cos(angle + 2 * math.pi * k / corners),
+            center[1] + radius * math.sin(angle + 2 * math.pi * k / corners),
+        )
+        for k in range(corners)
+    ]
 
 
 def _distinct_colours(rng: np.random.Generator) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -67,7 +73,9 @@ def write_shapes_folder(destination: Path, images_per_class: int, canvas_size: i
         (staging / shape).mkdir(parents=True)
         for index in range(images_per_class):
             draw_shape(shape, canvas_size, rng).save(staging / shape / f"{shape}_{index:05d}.png")
-    (staging / "generation.json").write_text(json.dumps({"images_per_class": images_per_class, "canvas_size": canvas_size, "seed": seed}))
+    (staging / "generation.json").write_text(
+        json.dumps({"images_per_class": images_per_class, "canvas_size": canvas_size, "seed": seed})
+    )
     try:
         staging.rename(destination)
     except OSError:
@@ -122,4 +130,6 @@ class SyntheticShapesDataModule(ImageFolderDataModule):
     def prepare_data(self) -> None:
         if not self.image_root.is_dir():
             self.image_root.parent.mkdir(parents=True, exist_ok=True)
-            write_shapes_folder(self.image_root, self.hparams.images_per_class, self.hparams.canvas_size, self.hparams.generation_seed)
+            write_shapes_folder(
+                self.image_root, self.hparams.images_per_class, self.hparams.canvas_size, self.hparams.generation_seed
+            )

@@ -100,7 +100,9 @@ def launch(subcommand: str, config, parser) -> None:
         workers = chosen_workers(client, options)
         pids = client.run(os.getpid, workers=workers)
         main_address = get_address_host(workers[0])
-        main_port = client.submit(open_port, workers=[workers[0]], pure=False, allow_other_workers=False).result(timeout=CLUSTER_TIMEOUT_S)
+        main_port = client.submit(open_port, workers=[workers[0]], pure=False, allow_other_workers=False).result(
+            timeout=CLUSTER_TIMEOUT_S
+        )
         for rank, worker in enumerate(workers):
             log.info(f"dask: rank {rank} on worker {worker} (pid {pids[worker]})")
 
@@ -112,8 +114,20 @@ def launch(subcommand: str, config, parser) -> None:
         checkpoints = CheckpointReceiver(client, f"{topic}-checkpoints", output_root)
         futures = [
             client.submit(
-                run_rank, subcommand, rank_config, rank, len(workers), main_address, main_port, shipped_checkpoint, stop_event,
-                checkpoints.queue_name, key=f"{topic}-rank{rank}", workers=[worker], pure=False, allow_other_workers=False,
+                run_rank,
+                subcommand,
+                rank_config,
+                rank,
+                len(workers),
+                main_address,
+                main_port,
+                shipped_checkpoint,
+                stop_event,
+                checkpoints.queue_name,
+                key=f"{topic}-rank{rank}",
+                workers=[worker],
+                pure=False,
+                allow_other_workers=False,
             )
             for rank, worker in enumerate(workers)
         ]
@@ -132,7 +146,9 @@ def launch(subcommand: str, config, parser) -> None:
         destination = write_run_dir(results[0], output_root, parser.dump(config, skip_none=False))
         log.info(f"dask: rank 0's results are in {destination}")
         if any(result["preempted"] for result in results):
-            log.info(f"dask: stopped with a checkpoint in {destination / 'checkpoints'}; the same command continues the run")
+            log.info(
+                f"dask: stopped with a checkpoint in {destination / 'checkpoints'}; the same command continues the run"
+            )
             raise Preempted
 
 
@@ -161,22 +177,27 @@ def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
         try:
             client = Client(options.address, timeout=CLUSTER_TIMEOUT_S)
         except OSError as error:
-            raise UserInputError(f"cannot reach the Dask scheduler at {options.address} ({one_line(error)}); check --dask.address") from error
+            raise UserInputError(
+                f"cannot reach the Dask scheduler at {options.address} ({one_line(error)}); check --dask.address"
+            ) from error
         with client:
             yield client, False
         return
     threads_per_rank = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // options.n_workers))
     with dask.config.set(EMBEDDED_CLUSTER_CONFIG):
         log.info(f"dask: starting a LocalCluster with {options.n_workers} worker processes")
-        with LocalCluster(
-            n_workers=options.n_workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            # The client reports a failed task itself, in one line; the workers' own error logs would repeat it.
-            silence_logs=logging.CRITICAL,
-            env={"OMP_NUM_THREADS": threads_per_rank, "MKL_NUM_THREADS": threads_per_rank},
-        ) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=options.n_workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                # The client reports a failed task itself, in one line; the workers' own error logs would repeat it.
+                silence_logs=logging.CRITICAL,
+                env={"OMP_NUM_THREADS": threads_per_rank, "MKL_NUM_THREADS": threads_per_rank},
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             yield client, True
 
 
@@ -212,7 +233,9 @@ def chosen_workers(client: Client, options: DaskOptions) -> list[str]:
             client.wait_for_workers(options.n_workers, timeout=CLUSTER_TIMEOUT_S)
         except TimeoutError as error:
             found = len(client.scheduler_info()["workers"])
-            raise UserInputError(f"the Dask cluster has {found} worker(s) but --dask.n_workers asks for {options.n_workers}") from error
+            raise UserInputError(
+                f"the Dask cluster has {found} worker(s) but --dask.n_workers asks for {options.n_workers}"
+            ) from error
     workers = sorted(client.scheduler_info()["workers"])
     if not workers:
         raise UserInputError(f"the Dask cluster at {options.address} has no workers")
@@ -228,7 +251,10 @@ def rank_strategy(strategy, timeout_s: float) -> dict:
     elif strategy == "auto":
         strategy_class, init_args = DDPStrategy, {}
     elif isinstance(strategy, str) and strategy in StrategyRegistry:
-        strategy_class, init_args = StrategyRegistry[strategy]["strategy"], dict(StrategyRegistry[strategy]["init_params"])
+        strategy_class, init_args = (
+            StrategyRegistry[strategy]["strategy"],
+            dict(StrategyRegistry[strategy]["init_params"]),
+        )
     else:
         strategy_class, init_args = None, {}
     if not (isinstance(strategy_class, type) and issubclass(strategy_class, DDPStrategy)):
@@ -241,7 +267,9 @@ def rank_strategy(strategy, timeout_s: float) -> dict:
     if "timeout" in parameters:
         init_args["timeout"] = str(timedelta(seconds=timeout_s))
     else:
-        log.warning(f"dask: {strategy_class.__name__} takes no timeout, so --dask.timeout_s does not apply to its collectives")
+        log.warning(
+            f"dask: {strategy_class.__name__} takes no timeout, so --dask.timeout_s does not apply to its collectives"
+        )
     return {"class_path": f"{strategy_class.__module__}.{strategy_class.__qualname__}", "init_args": init_args}
 
 
@@ -267,7 +295,10 @@ def rank_run_config(resolved: dict, strategy: dict, world_size: int, topic: str)
     trainer = config["trainer"] = dict(config["trainer"])
     trainer.update(strategy=strategy, devices=1, num_nodes=world_size)
     trainer["plugins"] = [*as_list(trainer.get("plugins")), {"class_path": class_path(DaskRankEnvironment)}]
-    trainer["callbacks"] = [*as_list(trainer.get("callbacks")), {"class_path": class_path(MetricsToClient), "init_args": {"topic": topic}}]
+    trainer["callbacks"] = [
+        *as_list(trainer.get("callbacks")),
+        {"class_path": class_path(MetricsToClient), "init_args": {"topic": topic}},
+    ]
     return config
 
 
@@ -307,7 +338,9 @@ def stop_ranks(client: Client, futures: list, workers: list[str], embedded: bool
     failed rank until the timeout. An embedded cluster is closed right after, which ends them all.
     """
     alive = set(client.scheduler_info()["workers"])
-    still_running = [worker for future, worker in zip(futures, workers) if future.status == "pending" and worker in alive]
+    still_running = [
+        worker for future, worker in zip(futures, workers) if future.status == "pending" and worker in alive
+    ]
     client.cancel(futures, force=True)
     if still_running and not embedded:
         log.info(f"dask: restarting workers {still_running}, whose ranks were still running")
@@ -315,7 +348,12 @@ def stop_ranks(client: Client, futures: list, workers: list[str], embedded: bool
 
 
 def run_failure(
-    client: Client, failed: set[int], futures: list, workers: list[str], pids: dict[str, int], death_reasons: dict[int, str]
+    client: Client,
+    failed: set[int],
+    futures: list,
+    workers: list[str],
+    pids: dict[str, int],
+    death_reasons: dict[int, str],
 ) -> Exception:
     """One line naming each failed rank, its worker and why; a UserInputError when a rank reported one."""
     # A dead worker or a cancelled task is the cause; the other ranks' errors are then broken connections.
@@ -338,7 +376,9 @@ def run_failure(
     reports = causes + [f"{where} failed: {type(error).__name__}: {one_line(error)}" for where, error in errors]
     # A rank still running when another timed out waiting for it is the one that hung.
     running = [
-        f"rank {rank} (Dask worker {workers[rank]})" for rank, future in enumerate(futures) if rank not in failed and future.status == "pending"
+        f"rank {rank} (Dask worker {workers[rank]})"
+        for rank, future in enumerate(futures)
+        if rank not in failed and future.status == "pending"
     ]
     if running:
         reports.append(f"still running: {', '.join(running)}")
@@ -349,7 +389,9 @@ def removal_reason(client: Client, worker: str) -> str:
     """Why the scheduler dropped a worker whose nanny, if any, is not in this process to say how its process ended."""
     removals = [message for _, message in client.get_events(worker) if message.get("action") == "remove-worker"]
     stimulus = re.sub(r"-[\d.]+$", "", removals[-1]["stimulus_id"]) if removals else None
-    explanation = REMOVAL_STIMULI.get(stimulus, f"the scheduler removed it ({stimulus})" if stimulus else "it left the cluster")
+    explanation = REMOVAL_STIMULI.get(
+        stimulus, f"the scheduler removed it ({stimulus})" if stimulus else "it left the cluster"
+    )
     return f"{explanation}; see the worker's log (crashed, killed or out of memory?)"
 
 

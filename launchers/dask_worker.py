@@ -100,7 +100,10 @@ class MetricsToClient(Callback):
         from distributed import get_worker
 
         metrics = {name: float(value) for name, value in trainer.callback_metrics.items() if value.numel() == 1}
-        get_worker().log_event(self.topic, {"stage": stage, "epoch": trainer.current_epoch, "step": trainer.global_step, "metrics": metrics})
+        get_worker().log_event(
+            self.topic,
+            {"stage": stage, "epoch": trainer.current_epoch, "step": trainer.global_step, "metrics": metrics},
+        )
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,9 @@ def run_rank(
     A stop request (SIGTERM or SIGINT to this worker process, or the client setting the Dask event `stop_event`)
     makes every rank checkpoint at its next step and return with "preempted" set.
     """
-    os.environ.update(MASTER_ADDR=main_address, MASTER_PORT=str(main_port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0")
+    os.environ.update(
+        MASTER_ADDR=main_address, MASTER_PORT=str(main_port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0"
+    )
     # Lightning reads the rank for its rank-zero-only logging once, at import, which may have happened in an earlier task.
     from lightning_utilities.core.rank_zero import rank_zero_only
 
@@ -165,7 +170,10 @@ def run_rank(
         output_root = Path(workdir) / OUTPUT_ROOT
         write_outputs_under(config, output_root)
         if checkpoint_queue is not None and rank == 0:
-            plugin = {"class_path": class_path(CheckpointsToClient), "init_args": {"queue": checkpoint_queue, "output_root": str(output_root)}}
+            plugin = {
+                "class_path": class_path(CheckpointsToClient),
+                "init_args": {"queue": checkpoint_queue, "output_root": str(output_root)},
+            }
             config["trainer"]["plugins"] = [*as_list(config["trainer"].get("plugins")), plugin]
         if multiprocessing.current_process().daemon:
             load_data_in_process(config)
@@ -266,5 +274,7 @@ def collect_run_dir(output_root: Path) -> dict:
     """The run directory (where LightningCLI saved config.yaml) with every file in it, as bytes."""
     saved_configs = sorted(output_root.rglob("config.yaml"))
     run_dir = saved_configs[0].parent if saved_configs else output_root
-    files = {path.relative_to(run_dir).as_posix(): path.read_bytes() for path in sorted(run_dir.rglob("*")) if path.is_file()}
+    files = {
+        path.relative_to(run_dir).as_posix(): path.read_bytes() for path in sorted(run_dir.rglob("*")) if path.is_file()
+    }
     return {"run_dir": run_dir.relative_to(output_root).as_posix(), "files": files}

@@ -75,7 +75,9 @@ class NameGenerator(LightningModule):
 
     def on_predict_start(self) -> None:
         datamodule = self.trainer.datamodule
-        self.known_names = set(datamodule.names) if self.hparams.exclude_training_names and datamodule is not None else set()
+        self.known_names = (
+            set(datamodule.names) if self.hparams.exclude_training_names and datamodule is not None else set()
+        )
 
     def predict_step(self, batch, batch_idx) -> list[str]:
         """`batch` holds one entry per name to generate; empty and already known names are dropped."""

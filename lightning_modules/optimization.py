@@ -6,7 +6,9 @@ from torch.optim.lr_scheduler import CyclicLR, OneCycleLR, ReduceLROnPlateau
 PER_STEP_SCHEDULERS = (OneCycleLR, CyclicLR)
 
 
-def configure_optimization(module, optimizer: OptimizerCallable, scheduler: LRSchedulerCallable | None, monitor: str = "val/loss"):
+def configure_optimization(
+    module, optimizer: OptimizerCallable, scheduler: LRSchedulerCallable | None, monitor: str = "val/loss"
+):
     """Build what `configure_optimizers` returns.
 
     Cyclic schedules step every batch, the rest every epoch; ReduceLROnPlateau watches
@@ -21,8 +23,10 @@ def configure_optimization(module, optimizer: OptimizerCallable, scheduler: LRSc
     if "total_steps" in settings and settings["total_steps"] is None and settings.get("epochs") is None:
         extra["total_steps"] = int(module.trainer.estimated_stepping_batches)
     built_scheduler = scheduler(built_optimizer, **extra)
-    schedule = {"scheduler": built_scheduler, "interval": "step" if isinstance(built_scheduler, PER_STEP_SCHEDULERS) else "epoch"}
+    schedule = {
+        "scheduler": built_scheduler,
+        "interval": "step" if isinstance(built_scheduler, PER_STEP_SCHEDULERS) else "epoch",
+    }
     if isinstance(built_scheduler, ReduceLROnPlateau):
         schedule["monitor"] = monitor
     return {"optimizer": built_optimizer, "lr_scheduler": schedule}
-

@@ -13,7 +13,9 @@ def build_backbone(name: str, num_classes: int, pretrained: bool) -> nn.Module:
     from torchvision import models
 
     if name not in models.list_models(module=models):
-        raise UserInputError(f"unknown backbone {name!r}; torchvision classifiers include resnet18, resnet50, mobilenet_v3_small, efficientnet_b0")
+        raise UserInputError(
+            f"unknown backbone {name!r}; torchvision classifiers include resnet18, resnet50, mobilenet_v3_small, efficientnet_b0"
+        )
     if not pretrained:
         return models.get_model(name, weights=None, num_classes=num_classes)
     weights = models.get_model_weights(name).DEFAULT
@@ -44,4 +46,6 @@ def _replace_head(network: nn.Module, num_classes: int) -> None:
         if isinstance(head, nn.Sequential) and isinstance(head[-1], nn.Linear):
             head[-1] = nn.Linear(head[-1].in_features, num_classes)
             return
-    raise UserInputError(f"cannot find the classifier head of {type(network).__name__} to resize to {num_classes} classes")
+    raise UserInputError(
+        f"cannot find the classifier head of {type(network).__name__} to resize to {num_classes} classes"
+    )

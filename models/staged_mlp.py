@@ -18,10 +18,14 @@ class StagedMLP(nn.Module):
     The default 784-200-10 in two stages is the reference's layer-per-GPU network.
     """
 
-    def __init__(self, input_size: int = 784, hidden_sizes: tuple[int, ...] = (200,), num_classes: int = 10, num_stages: int = 2):
+    def __init__(
+        self, input_size: int = 784, hidden_sizes: tuple[int, ...] = (200,), num_classes: int = 10, num_stages: int = 2
+    ):
         super().__init__()
         sizes = [input_size, *hidden_sizes]
-        blocks: list[nn.Module] = [nn.Sequential(nn.Linear(n_in, n_out), nn.ReLU()) for n_in, n_out in zip(sizes, sizes[1:])]
+        blocks: list[nn.Module] = [
+            nn.Sequential(nn.Linear(n_in, n_out), nn.ReLU()) for n_in, n_out in zip(sizes, sizes[1:])
+        ]
         blocks.append(nn.Linear(sizes[-1], num_classes))
         stages = _split_evenly(blocks, num_stages)
         stages[0].insert(0, nn.Flatten())

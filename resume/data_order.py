@@ -33,7 +33,15 @@ class ResumableSampler(DistributedSampler):
     for `SeededSamples`.
     """
 
-    def __init__(self, dataset: Dataset, num_replicas: int = 1, rank: int = 0, shuffle: bool = True, seed: int = 0, seed_each_sample: bool = False):
+    def __init__(
+        self,
+        dataset: Dataset,
+        num_replicas: int = 1,
+        rank: int = 0,
+        shuffle: bool = True,
+        seed: int = 0,
+        seed_each_sample: bool = False,
+    ):
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed)
         self.seed_each_sample = seed_each_sample
         self.start = 0
@@ -108,7 +116,11 @@ class ResumableDataLoader(DataLoader):
     def state_dict(self) -> dict:
         sampler = self.sampler
         consumed = sampler.start + self._batches_yielded * self.batch_size * sampler.num_replicas
-        return {"epoch": sampler.epoch, "consumed": min(consumed, len(sampler.dataset)), "dataset_size": len(sampler.dataset)}
+        return {
+            "epoch": sampler.epoch,
+            "consumed": min(consumed, len(sampler.dataset)),
+            "dataset_size": len(sampler.dataset),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         sampler = self.sampler
@@ -122,7 +134,9 @@ class ResumableDataLoader(DataLoader):
         sampler.start = state["consumed"]
 
 
-def resumable_loader(datamodule: LightningDataModule, dataset: Dataset, batch_size: int, seed_each_sample: bool = False, **loader_kwargs) -> ResumableDataLoader:
+def resumable_loader(
+    datamodule: LightningDataModule, dataset: Dataset, batch_size: int, seed_each_sample: bool = False, **loader_kwargs
+) -> ResumableDataLoader:
     """A shuffled training loader for this process's share of `dataset`, resumable mid-epoch.
 
     Args:
@@ -138,5 +152,8 @@ def resumable_loader(datamodule: LightningDataModule, dataset: Dataset, batch_si
     # The loader's own generator draws the workers' base seeds, so creating an iterator leaves the global one alone.
     return ResumableDataLoader(
         SeededSamples(dataset) if seed_each_sample else dataset,
-        batch_size=batch_size, sampler=sampler, generator=torch.Generator(), **loader_kwargs,
+        batch_size=batch_size,
+        sampler=sampler,
+        generator=torch.Generator(),
+        **loader_kwargs,
     )

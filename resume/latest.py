@@ -42,7 +42,14 @@ def say(message: str) -> None:
 def checkpoint_candidates(directory: Path) -> list[Path]:
     """Checkpoints in one directory, the ones to try first first: last, previous, then the newest."""
     found = [path for path in directory.glob("*.ckpt") if path.is_file() and not path.name.startswith(".")]
-    return sorted(found, key=lambda path: (path.name not in PREFERRED, PREFERRED.index(path.name) if path.name in PREFERRED else 0, -path.stat().st_mtime))
+    return sorted(
+        found,
+        key=lambda path: (
+            path.name not in PREFERRED,
+            PREFERRED.index(path.name) if path.name in PREFERRED else 0,
+            -path.stat().st_mtime,
+        ),
+    )
 
 
 def loadable(path: Path) -> tuple[dict | None, str]:
@@ -54,7 +61,10 @@ def loadable(path: Path) -> tuple[dict | None, str]:
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "loops" not in checkpoint:
         return None, "not a Lightning training checkpoint"
     epoch_loop = checkpoint["loops"].get("fit_loop", {}).get("epoch_loop.state_dict", {})
-    return {"global_step": checkpoint.get("global_step", 0), "batches_that_stepped": epoch_loop.get("_batches_that_stepped", 0)}, ""
+    return {
+        "global_step": checkpoint.get("global_step", 0),
+        "batches_that_stepped": epoch_loop.get("_batches_that_stepped", 0),
+    }, ""
 
 
 def first_usable(candidates: list[Path]) -> tuple[Path, dict] | None:
@@ -69,7 +79,9 @@ def first_usable(candidates: list[Path]) -> tuple[Path, dict] | None:
         failures.append((path, reason))
     if failures:
         reasons = "; ".join(f"{path.name}: {reason}" for path, reason in failures)
-        raise UserInputError(f"no checkpoint in {failures[0][0].parent} can be resumed from ({reasons}); remove them to start fresh")
+        raise UserInputError(
+            f"no checkpoint in {failures[0][0].parent} can be resumed from ({reasons}); remove them to start fresh"
+        )
     return None
 
 
@@ -83,7 +95,11 @@ def _first_logger(trainer_config):
 def _checkpoint_dirpath(trainer_config) -> str | None:
     for callback in trainer_config.get("callbacks") or []:
         init_args = getattr(callback, "init_args", None)
-        if callback.get("class_path", "").endswith("ResumableCheckpoint") and init_args is not None and init_args.get("dirpath"):
+        if (
+            callback.get("class_path", "").endswith("ResumableCheckpoint")
+            and init_args is not None
+            and init_args.get("dirpath")
+        ):
             return init_args.dirpath
     return None
 
@@ -97,7 +113,9 @@ def find_resume_point(trainer_config) -> ResumePoint | None:
         return _in_directory(Path(trainer_config.get("default_root_dir") or ".") / "checkpoints", run_dir=None)
     class_name = logger.class_path.rsplit(".", 1)[-1] if hasattr(logger, "class_path") else ""
     if class_name not in VERSIONED_LOGGERS:
-        raise UserInputError(f"--ckpt_path last finds runs of {', '.join(VERSIONED_LOGGERS)}, not of {class_name or logger}; pass a checkpoint path")
+        raise UserInputError(
+            f"--ckpt_path last finds runs of {', '.join(VERSIONED_LOGGERS)}, not of {class_name or logger}; pass a checkpoint path"
+        )
     init_args = logger.init_args
     experiment = Path(init_args.get("save_dir") or ".") / (init_args.get("name") or "lightning_logs")
     runs = [path for path in experiment.iterdir() if path.is_dir()] if experiment.is_dir() else []
@@ -111,7 +129,11 @@ def find_resume_point(trainer_config) -> ResumePoint | None:
 
 
 def _newest_checkpoint_time(run_dir: Path) -> float:
-    return max((path.stat().st_mtime for path in checkpoint_candidates(run_dir / "checkpoints")), default=0.0) if (run_dir / "checkpoints").is_dir() else 0.0
+    return (
+        max((path.stat().st_mtime for path in checkpoint_candidates(run_dir / "checkpoints")), default=0.0)
+        if (run_dir / "checkpoints").is_dir()
+        else 0.0
+    )
 
 
 def _in_directory(directory: Path, run_dir: Path | None) -> ResumePoint | None:

@@ -22,12 +22,16 @@ def existing_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as error:
-        raise UserInputError(f"layer_split device {name!r} is not a device name (expected e.g. cpu, cuda:0, cuda:1)") from error
+        raise UserInputError(
+            f"layer_split device {name!r} is not a device name (expected e.g. cpu, cuda:0, cuda:1)"
+        ) from error
     if device.type == "cuda":
         count = torch.cuda.device_count()
         index = 0 if device.index is None else device.index
         if index >= count:
-            raise UserInputError(f"layer_split device {name!r} does not exist: this machine has {count} CUDA device(s); list existing devices or leave devices unset")
+            raise UserInputError(
+                f"layer_split device {name!r} does not exist: this machine has {count} CUDA device(s); list existing devices or leave devices unset"
+            )
     elif device.type == "mps" and not torch.backends.mps.is_available():
         raise UserInputError(f"layer_split device {name!r} does not exist on this machine")
     elif device.type not in ("cpu", "cuda", "mps"):
@@ -64,13 +68,21 @@ class LayerSplitStrategy(SingleDeviceStrategy):
     def connect(self, model) -> None:
         """Check the devices here rather than in __init__, where the CLI would bury the message in a traceback."""
         stages = model_stages(model, self.strategy_name)
-        devices = [existing_device(name) for name in self.devices] if self.devices else self._default_devices(len(stages))
+        devices = (
+            [existing_device(name) for name in self.devices] if self.devices else self._default_devices(len(stages))
+        )
         if len(stages) != len(devices):
             raise UserInputError(
                 f"layer_split got {len(devices)} device(s) {[str(d) for d in devices]} for a model with {len(stages)} stages; "
                 "list one device per stage or change the model's number of stages"
             )
-        accelerator_type = "cuda" if isinstance(self.accelerator, CUDAAccelerator) else "cpu" if isinstance(self.accelerator, CPUAccelerator) else None
+        accelerator_type = (
+            "cuda"
+            if isinstance(self.accelerator, CUDAAccelerator)
+            else "cpu"
+            if isinstance(self.accelerator, CPUAccelerator)
+            else None
+        )
         if accelerator_type is not None and devices[-1].type != accelerator_type:
             raise UserInputError(
                 f"layer_split puts the last stage (and the loss) on {devices[-1]}, but the trainer runs on {accelerator_type}; "
@@ -91,7 +103,9 @@ class LayerSplitStrategy(SingleDeviceStrategy):
             return [torch.device("cuda", index) for index in range(num_stages)]
         if isinstance(self.accelerator, CPUAccelerator):
             return [torch.device("cpu")] * num_stages
-        raise UserInputError(f"layer_split has no default placement for {type(self.accelerator).__name__}; list the strategy's devices")
+        raise UserInputError(
+            f"layer_split has no default placement for {type(self.accelerator).__name__}; list the strategy's devices"
+        )
 
     def model_to_device(self) -> None:
         module = self.lightning_module
@@ -100,7 +114,9 @@ class LayerSplitStrategy(SingleDeviceStrategy):
         for stage, device in zip(self._stages, self.stage_devices):
             stage.to(device)
             self._hooks.append(stage.register_forward_pre_hook(partial(_inputs_to, device), with_kwargs=True))
-        rank_zero_info("layer_split: " + ", ".join(f"stage {i} on {device}" for i, device in enumerate(self.stage_devices)))
+        rank_zero_info(
+            "layer_split: " + ", ".join(f"stage {i} on {device}" for i, device in enumerate(self.stage_devices))
+        )
 
     def load_optimizer_state_dict(self, checkpoint) -> None:
         """torch puts each state tensor on its parameter's device; Lightning's default would pull all onto one."""

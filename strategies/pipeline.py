@@ -115,7 +115,9 @@ class PipelineStrategy(DDPStrategy):
         return self.global_rank == self.world_size - 1
 
     def _configure_launcher(self) -> None:
-        self._launcher = _CheckFirstLauncher(self._check_setup, self.cluster_environment, self.num_processes, self.num_nodes)
+        self._launcher = _CheckFirstLauncher(
+            self._check_setup, self.cluster_environment, self.num_processes, self.num_nodes
+        )
 
     def connect(self, model) -> None:
         self._check_setup(model)
@@ -138,7 +140,9 @@ class PipelineStrategy(DDPStrategy):
         in_stages = {id(param) for stage in stages for param in stage.parameters()}
         outside = [name for name, param in model.named_parameters() if id(param) not in in_stages]
         if outside:
-            raise UserInputError(f"pipeline trains only parameters inside stages(), but {type(model).__name__} also has {outside[:3]}")
+            raise UserInputError(
+                f"pipeline trains only parameters inside stages(), but {type(model).__name__} also has {outside[:3]}"
+            )
         if getattr(self.precision_plugin, "scaler", None) is not None:
             raise UserInputError("pipeline cannot use a gradient scaler (precision 16-mixed); use bf16-mixed or 32")
 
@@ -162,13 +166,17 @@ class PipelineStrategy(DDPStrategy):
         self.setup_precision_plugin()
         if fitting:
             _optimizers_to_device(self.optimizers, self.root_device)
-        rank_zero_info(f"pipeline: {self.world_size} stages, {self.schedule}, {self.microbatches} micro-batches per batch")
+        rank_zero_info(
+            f"pipeline: {self.world_size} stages, {self.schedule}, {self.microbatches} micro-batches per batch"
+        )
 
     def _microbatch_count(self, batch_size: int) -> int:
         count = next(c for c in range(min(self.microbatches, batch_size), 0, -1) if batch_size % c == 0)
         if count != self.microbatches and batch_size not in self._reported_batch_sizes:
             self._reported_batch_sizes.add(batch_size)
-            rank_zero_warn(f"pipeline: a batch of {batch_size} splits evenly into {count} micro-batches, not {self.microbatches}")
+            rank_zero_warn(
+                f"pipeline: a batch of {batch_size} splits evenly into {count} micro-batches, not {self.microbatches}"
+            )
         return count
 
     def _schedule_for(self, inputs: Tensor, training: bool) -> tuple[tuple, ScheduleGPipe | Schedule1F1B]:
@@ -196,12 +204,18 @@ class PipelineStrategy(DDPStrategy):
                 raise UserInputError("pipeline training needs batches of (inputs, targets)")
             losses: list[Tensor] = []
             with self._new_gradients_held():
-                outputs = schedule.step(*first_stage_inputs, target=targets if self.is_last_stage else None, losses=losses if self.is_last_stage else None)
+                outputs = schedule.step(
+                    *first_stage_inputs,
+                    target=targets if self.is_last_stage else None,
+                    losses=losses if self.is_last_stage else None,
+                )
             if self.is_last_stage:
                 loss = torch.stack(losses).mean().detach()
         else:
             outputs = schedule.step(*first_stage_inputs)
-        return self._from_last_stage(outputs.detach() if self.is_last_stage and isinstance(outputs, Tensor) else None, key), loss
+        return self._from_last_stage(
+            outputs.detach() if self.is_last_stage and isinstance(outputs, Tensor) else None, key
+        ), loss
 
     @contextmanager
     def _new_gradients_held(self) -> Iterator[None]:
@@ -246,7 +260,9 @@ class PipelineStrategy(DDPStrategy):
         self._loss_fn_checked = True
         module_loss = step_output.get("loss") if isinstance(step_output, Mapping) else step_output
         pipeline_loss = self._from_last_stage(pipeline_loss, "loss")
-        if isinstance(module_loss, Tensor) and not torch.allclose(pipeline_loss, module_loss.detach().to(pipeline_loss), rtol=LOSS_FN_TOLERANCE, atol=1e-6):
+        if isinstance(module_loss, Tensor) and not torch.allclose(
+            pipeline_loss, module_loss.detach().to(pipeline_loss), rtol=LOSS_FN_TOLERANCE, atol=1e-6
+        ):
             raise UserInputError(
                 f"the pipeline's loss_fn gives {pipeline_loss.item():.6f} but training_step computes {module_loss.item():.6f} "
                 "from the same outputs; set the strategy's loss_fn to the loss training_step uses"
@@ -301,14 +317,22 @@ class PipelineStrategy(DDPStrategy):
         state = optimizer.state_dict()
         part = {
             "state": {local_names[index]: move_data_to_device(value, "cpu") for index, value in state["state"].items()},
-            "param_groups": [{**_hyperparameters(group), "params": [local_names[index] for index in group["params"]]} for group in state["param_groups"]],
+            "param_groups": [
+                {**_hyperparameters(group), "params": [local_names[index] for index in group["params"]]}
+                for group in state["param_groups"]
+            ],
         }
         parts = self._gather_on_first_process(part)
         if parts is None:
             return {}
         position = {name: index for index, name in enumerate(self._parameter_names)}
         groups = [
-            {**group, "params": sorted(position[name] for stage_part in parts for name in stage_part["param_groups"][index]["params"])}
+            {
+                **group,
+                "params": sorted(
+                    position[name] for stage_part in parts for name in stage_part["param_groups"][index]["params"]
+                ),
+            }
             for index, group in enumerate(parts[0]["param_groups"])
         ]
         merged_state = {position[name]: value for stage_part in parts for name, value in stage_part["state"].items()}

@@ -23,7 +23,9 @@ def model_stages(module: nn.Module, strategy_name: str) -> list[nn.Module]:
         )
     stages = list(module.stages())
     if not stages:
-        raise UserInputError(f"{type(module).__name__}.stages() returned no stage; the {strategy_name} strategy needs at least one")
+        raise UserInputError(
+            f"{type(module).__name__}.stages() returned no stage; the {strategy_name} strategy needs at least one"
+        )
     return stages
 
 
@@ -36,7 +38,9 @@ def replace_submodule(root: nn.Module, old: nn.Module, new: nn.Module) -> None:
                 parent._modules[name] = new
                 found = True
     if not found:
-        raise UserInputError(f"stage {type(old).__name__} returned by stages() is not a submodule of {type(root).__name__}")
+        raise UserInputError(
+            f"stage {type(old).__name__} returned by stages() is not a submodule of {type(root).__name__}"
+        )
 
 
 class StageElsewhere(nn.Module):
@@ -47,7 +51,9 @@ class StageElsewhere(nn.Module):
         self.index, self.location = index, location
 
     def forward(self, *args, **kwargs):
-        raise RuntimeError(f"stage {self.index} lives in {self.location}; the strategy runs the stages, so the model's own forward cannot")
+        raise RuntimeError(
+            f"stage {self.index} lives in {self.location}; the strategy runs the stages, so the model's own forward cannot"
+        )
 
     def extra_repr(self) -> str:
         return f"stage={self.index}, location={self.location!r}"

@@ -25,22 +25,47 @@ CHOICES = (*EXAMPLES, *OPTIONAL_PARTS)
 # Files and folders that exist only when their condition holds.
 PATHS = {
     "cnn": [
-        "models/image_backbones.py", "lightning_modules/image_classifier.py", "configs/cnn.yaml", "configs/cnn_dogs.yaml",
-        "callbacks/example_images.py", "callbacks/prediction_table.py", "tests/test_optimization.py",
+        "models/image_backbones.py",
+        "lightning_modules/image_classifier.py",
+        "configs/cnn.yaml",
+        "configs/cnn_dogs.yaml",
+        "callbacks/example_images.py",
+        "callbacks/prediction_table.py",
+        "tests/test_optimization.py",
     ],
     "cnn or mlp": [
-        "lightning_modules/classification.py", "datamodules/image_folder.py", "datamodules/synthetic_shapes.py",
+        "lightning_modules/classification.py",
+        "datamodules/image_folder.py",
+        "datamodules/synthetic_shapes.py",
     ],
     "lstm": [
-        "models/char_lstm.py", "lightning_modules/name_generator.py", "datamodules/pet_names.py", "configs/lstm.yaml",
-        "data/pet_names.txt", "scripts", "callbacks/generated_names_table.py", "callbacks/generated_names_writer.py",
-        "benchmarks/pet_names.py", "benchmarks/reference_pet_names.py",
-        "tests/test_name_generation.py", "tests/test_pet_names_data.py", "tests/test_prepare_pet_names.py",
+        "models/char_lstm.py",
+        "lightning_modules/name_generator.py",
+        "datamodules/pet_names.py",
+        "configs/lstm.yaml",
+        "data/pet_names.txt",
+        "scripts",
+        "callbacks/generated_names_table.py",
+        "callbacks/generated_names_writer.py",
+        "benchmarks/pet_names.py",
+        "benchmarks/reference_pet_names.py",
+        "tests/test_name_generation.py",
+        "tests/test_pet_names_data.py",
+        "tests/test_prepare_pet_names.py",
     ],
     "mlp": [
-        "models/staged.py", "models/staged_mlp.py", "lightning_modules/mlp_classifier.py", "datamodules/fashion_mnist.py",
-        "configs/mlp.yaml", "configs/mlp_fashion_mnist.yaml", "configs/strategies", "strategies", "callbacks/confusion_matrix.py",
-        "tests/test_fashion_mnist_data.py", "tests/test_strategies.py", "tests/test_resume.py",
+        "models/staged.py",
+        "models/staged_mlp.py",
+        "lightning_modules/mlp_classifier.py",
+        "datamodules/fashion_mnist.py",
+        "configs/mlp.yaml",
+        "configs/mlp_fashion_mnist.yaml",
+        "configs/strategies",
+        "strategies",
+        "callbacks/confusion_matrix.py",
+        "tests/test_fashion_mnist_data.py",
+        "tests/test_strategies.py",
+        "tests/test_resume.py",
     ],
     "cnn or lstm": ["tests/test_ddp_examples.py"],
     "dask": ["docs/dask.md", "launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],
@@ -51,7 +76,14 @@ PATHS = {
     "wandb and cnn": ["benchmarks/monitoring.py"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
     "lstm or (wandb and cnn) or (cnn and mlp)": ["benchmarks", "docs/performance.md"],
-    "kubernetes": ["docs/clusters.md", "cluster", "Dockerfile", ".dockerignore", "tests/test_cluster_jobs.py", "tests/schemas"],
+    "kubernetes": [
+        "docs/clusters.md",
+        "cluster",
+        "Dockerfile",
+        ".dockerignore",
+        "tests/test_cluster_jobs.py",
+        "tests/schemas",
+    ],
     "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
 }
 
@@ -106,7 +138,9 @@ def evaluate(condition: str, truth: dict[str, bool], where: str) -> bool:
     tokens = re.findall(r"\(|\)|[A-Za-z_]+|\S", condition)
     for token in tokens:
         if token not in ("(", ")", "and", "or", "not") and token not in truth:
-            raise TemplateError(f"{where}: unknown name {token!r} in condition {condition!r}; known: {', '.join(truth)}")
+            raise TemplateError(
+                f"{where}: unknown name {token!r} in condition {condition!r}; known: {', '.join(truth)}"
+            )
     try:
         return bool(eval(" ".join(tokens), {"__builtins__": {}}, dict(truth)))
     except SyntaxError:
@@ -171,7 +205,9 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
         text = path.read_text()
         for old, new in replacements:
             if old not in text:
-                raise TemplateError(f"{relative} no longer contains {old!r}: update SUBSTITUTIONS in templating/parts.py")
+                raise TemplateError(
+                    f"{relative} no longer contains {old!r}: update SUBSTITUTIONS in templating/parts.py"
+                )
             text = text.replace(old, new.format(**answers))
         path.write_text(text)
     truth = truth_table(answers)

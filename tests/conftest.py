@@ -30,14 +30,22 @@ def shapes_root(tmp_path_factory) -> Path:
 def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, *extra: str) -> list[str]:
     """Arguments that shrink an example config to a seconds-long CPU run writing under `log_dir`."""
     args = [
-        "--config", str(ROOT / "configs" / config),
-        "--trainer.max_epochs", "1",
-        "--trainer.limit_train_batches", "3",
-        "--trainer.limit_val_batches", "2",
-        "--trainer.log_every_n_steps", "1",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
-        "--trainer.logger.init_args.save_dir", str(log_dir),
+        "--config",
+        str(ROOT / "configs" / config),
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.limit_train_batches",
+        "3",
+        "--trainer.limit_val_batches",
+        "2",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        str(log_dir),
     ]
     # cookiecutter: only with cnn or mlp
     if config in (
@@ -45,11 +53,16 @@ def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, 
         "mlp.yaml",  # cookiecutter: only with mlp
     ):
         args += [
-            "--data.init_args.root", str(shapes_root),
-            "--data.init_args.images_per_class", "12",
-            "--data.init_args.canvas_size", "32",
-            "--data.init_args.num_workers", "0",
-            "--data.init_args.batch_size", "8",
+            "--data.init_args.root",
+            str(shapes_root),
+            "--data.init_args.images_per_class",
+            "12",
+            "--data.init_args.canvas_size",
+            "32",
+            "--data.init_args.num_workers",
+            "0",
+            "--data.init_args.batch_size",
+            "8",
         ]
     # cookiecutter: end
     # cookiecutter: only with cnn

@@ -17,7 +17,12 @@ def run_processes(subcommand: str, args: list[str], timeout: float = 240, cwd: P
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "cli.py"), subcommand, *args],
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         output, _ = process.communicate(timeout=timeout)
@@ -57,4 +62,9 @@ def largest_difference(first: dict[str, torch.Tensor], second: dict[str, torch.T
 def optimizer_tensors(state: dict) -> dict[str, torch.Tensor]:
     """Optimizer state flattened to {"<param index>.<name>": tensor}, comparable across strategies."""
     assert len(state["param_groups"]) == 1
-    return {f"{index}.{name}": value for index, entry in state["state"].items() for name, value in entry.items() if torch.is_tensor(value)}
+    return {
+        f"{index}.{name}": value
+        for index, entry in state["state"].items()
+        for name, value in entry.items()
+        if torch.is_tensor(value)
+    }

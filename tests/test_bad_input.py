@@ -19,13 +19,24 @@ def failing_run(capsys, subcommand: str, args: list[str]) -> str:
 
 # cookiecutter: only with cnn
 def image_folder_args(tmp_path, root) -> list[str]:
-    return small_run_args("cnn.yaml", tmp_path, None) + ["--data", "datamodules.image_folder.ImageFolderDataModule", "--data.init_args.root", str(root), "--data.init_args.num_workers", "0", "--data.init_args.image_size", "32"]
+    return small_run_args("cnn.yaml", tmp_path, None) + [
+        "--data",
+        "datamodules.image_folder.ImageFolderDataModule",
+        "--data.init_args.root",
+        str(root),
+        "--data.init_args.num_workers",
+        "0",
+        "--data.init_args.image_size",
+        "32",
+    ]
 
 
 def write_images(folder, count: int) -> None:
     folder.mkdir(parents=True)
     for index in range(count):
         Image.new("RGB", (8, 8), (index * 20, 0, 0)).save(folder / f"{index}.png")
+
+
 # cookiecutter: end
 
 
@@ -43,15 +54,26 @@ def test_wrong_value_type(config, tmp_path, capsys):
 
 # cookiecutter: only with lstm
 def test_missing_names_file(tmp_path, capsys):
-    error = failing_run(capsys, "fit", small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "nope.txt")])
-    assert error.strip() == f"error: names file {tmp_path / 'nope.txt'} does not exist; set --data.init_args.names_path (derive the default with scripts/prepare_pet_names.py)"
+    error = failing_run(
+        capsys,
+        "fit",
+        small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "nope.txt")],
+    )
+    assert (
+        error.strip()
+        == f"error: names file {tmp_path / 'nope.txt'} does not exist; set --data.init_args.names_path (derive the default with scripts/prepare_pet_names.py)"
+    )
 
 
 def test_names_file_without_usable_names(tmp_path, capsys):
     names = tmp_path / "names.txt"
     names.write_text("R2D2\n\n¡Olé!\n")
-    error = failing_run(capsys, "fit", small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(names)])
+    error = failing_run(
+        capsys, "fit", small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(names)]
+    )
     assert "has no usable name: 3 of 3" in error
+
+
 # cookiecutter: end
 
 
@@ -78,8 +100,15 @@ def test_corrupt_image_names_the_file(tmp_path, capsys):
     for breed in ("beagle", "pug"):
         write_images(tmp_path / "images" / breed, 6)
     (tmp_path / "images" / "pug" / "broken.png").write_bytes(b"not an image at all")
-    error = failing_run(capsys, "fit", image_folder_args(tmp_path, tmp_path / "images") + ["--trainer.limit_train_batches", "1.0", "--trainer.limit_val_batches", "1.0"])
+    error = failing_run(
+        capsys,
+        "fit",
+        image_folder_args(tmp_path, tmp_path / "images")
+        + ["--trainer.limit_train_batches", "1.0", "--trainer.limit_val_batches", "1.0"],
+    )
     assert "cannot read image" in error and "broken.png" in error
+
+
 # cookiecutter: end
 
 
@@ -88,14 +117,20 @@ def test_missing_fashion_mnist_says_how_to_get_it(tmp_path, capsys):
     args = small_run_args("mlp_fashion_mnist.yaml", tmp_path) + ["--data.init_args.root", str(tmp_path)]
     error = failing_run(capsys, "fit", args)
     assert "FashionMNIST not found" in error and "--data.init_args.download true" in error
+
+
 # cookiecutter: end
 
 
 # cookiecutter: only with cnn
 def test_pretrained_weights_offline_fail_fast(tmp_path, capsys, monkeypatch, shapes_root):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
-    error = failing_run(capsys, "fit", small_run_args("cnn.yaml", tmp_path, shapes_root) + ["--model.init_args.pretrained", "true"])
+    error = failing_run(
+        capsys, "fit", small_run_args("cnn.yaml", tmp_path, shapes_root) + ["--model.init_args.pretrained", "true"]
+    )
     assert "pretrained weights" in error and "pretrained to false" in error
+
+
 # cookiecutter: end
 
 
@@ -104,16 +139,29 @@ def test_failed_run_keeps_earlier_checkpoints_and_logs(tmp_path, capsys):
     run_cli("fit", small_run_args("lstm.yaml", tmp_path))
     before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
     assert any(path.name == "last.ckpt" for path in before) and any(path.name == "metrics.csv" for path in before)
-    failing_run(capsys, "fit", small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "missing.txt")])
+    failing_run(
+        capsys,
+        "fit",
+        small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "missing.txt")],
+    )
     assert {path: path.read_bytes() for path in before} == before
 
 
 def test_command_line_error_is_one_line_without_traceback(tmp_path):
     args = small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "missing.txt")]
-    result = subprocess.run([sys.executable, str(ROOT / "cli.py"), "fit", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "fit", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: names file")
+
+
 # cookiecutter: end
 
 
@@ -122,4 +170,6 @@ def test_missing_dogs_data_says_what_how_and_which_flag(tmp_path, capsys):
     error = failing_run(capsys, "fit", small_run_args("cnn_dogs.yaml", tmp_path))
     assert "image folder data/dogs/Images does not exist" in error
     assert "images.tar" in error and "--data.init_args.root" in error
+
+
 # cookiecutter: end

@@ -22,6 +22,8 @@ print(sorted({{name.split(".")[0] for name in sys.modules}} & set({OPTIONAL_HEAV
 
 def test_help_imports_no_optional_heavy_package():
     for args in (["--help"], ["fit", "--help"]):
-        result = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-c", PROBE, *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip().splitlines()[-1] == "[]"

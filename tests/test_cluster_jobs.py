@@ -9,8 +9,8 @@ import copy
 import functools
 import os
 import re
-import signal
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -29,7 +29,9 @@ PROCESS_TIMEOUT_S = 180
 PYTORCHJOB_CRD = Path(__file__).parent / "schemas" / "kubeflow.org_pytorchjobs.yaml"
 GENERATOR = [sys.executable, "-m", "cluster.pytorchjob"]
 # Variables a parent launcher could leak into the children and that would change how they rank themselves.
-LAUNCHER_VARIABLES = re.compile(r"(RANK|LOCAL_RANK|WORLD_SIZE|GROUP_RANK|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE|NODE_RANK|TORCHELASTIC_.*|PET_.*)")
+LAUNCHER_VARIABLES = re.compile(
+    r"(RANK|LOCAL_RANK|WORLD_SIZE|GROUP_RANK|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE|NODE_RANK|TORCHELASTIC_.*|PET_.*)"
+)
 
 
 def free_port() -> int:
@@ -110,14 +112,21 @@ def _reject_undeclared_fields(node) -> None:
             _reject_undeclared_fields(item)
     elif isinstance(node, dict):
         declares_fields = node.get("type") == "object" and isinstance(node.get("properties"), dict)
-        if declares_fields and "additionalProperties" not in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+        if (
+            declares_fields
+            and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")
+        ):
             node["additionalProperties"] = False
         for value in node.values():
             _reject_undeclared_fields(value)
 
 
 def schema_errors(manifest: dict) -> list[str]:
-    return [f"{'.'.join(map(str, error.absolute_path))}: {error.message}" for error in pytorchjob_validator().iter_errors(manifest)]
+    return [
+        f"{'.'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in pytorchjob_validator().iter_errors(manifest)
+    ]
 
 
 def run_together(commands: list[tuple[list[str], dict[str, str]]]) -> list[str]:
@@ -126,7 +135,10 @@ def run_together(commands: list[tuple[list[str], dict[str, str]]]) -> list[str]:
     A process that fails leaves its peers waiting for it forever, so the first failure stops them all.
     """
     logs = [tempfile.TemporaryFile("w+") for _ in commands]
-    processes = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True) for (argv, env), log in zip(commands, logs)]
+    processes = [
+        subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        for (argv, env), log in zip(commands, logs)
+    ]
     deadline = time.monotonic() + PROCESS_TIMEOUT_S
     try:
         while any(process.poll() is None for process in processes):
@@ -170,7 +182,10 @@ def pods_of(manifest: dict) -> list[tuple[list[str], dict[str, str]]]:
     port = free_port()
     replicas = manifest["spec"]["pytorchReplicaSpecs"]
     pods = [(kind, index) for kind, replica in replicas.items() for index in range(replica["replicas"])]
-    return [(pod_command(manifest, kind), {**clean_env(), **operator_env(manifest, kind, index, port)}) for kind, index in pods]
+    return [
+        (pod_command(manifest, kind), {**clean_env(), **operator_env(manifest, kind, index, port)})
+        for kind, index in pods
+    ]
 
 
 def run_pods(manifest: dict) -> list[str]:
@@ -210,13 +225,17 @@ def run_job_like_the_operator(manifest: dict, kill: tuple[int, callable], max_re
                     done.add(pod)
                     continue
                 log.seek(0)
-                assert 128 <= status <= 255, f"pod {pod} exited {status}: the operator would fail the job\n{log.read()[-4000:]}"
+                assert 128 <= status <= 255, (
+                    f"pod {pod} exited {status}: the operator would fail the job\n{log.read()[-4000:]}"
+                )
                 restarts += 1
                 assert restarts <= max_restarts, f"more than {max_restarts} restarts\n{log.read()[-4000:]}"
                 processes[pod] = start(*pods[pod])
             time.sleep(0.1)
         log.seek(0)
-        assert killed and len(done) == len(pods), f"killed={killed}, finished pods {sorted(done)} of {len(pods)}\n{log.read()[-4000:]}"
+        assert killed and len(done) == len(pods), (
+            f"killed={killed}, finished pods {sorted(done)} of {len(pods)}\n{log.read()[-4000:]}"
+        )
     finally:
         for process in processes:
             if process.poll() is None:
@@ -234,9 +253,27 @@ def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
 def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
     manifest, stdout = generated_manifest(
         tmp_path,
-        "--name", "shapes", "--image", "registry.example.com/template:0.1", "--workers", "3",
-        "--config", f"configs/{EXAMPLE_CONFIGS[0]}", "--gpus-per-pod", "2", "--cpu", "8", "--memory", "32Gi",
-        "--pvc", "results:/workspace/logs", "--pvc", "datasets:/data/datasets", "--", "--trainer.max_epochs", "20",
+        "--name",
+        "shapes",
+        "--image",
+        "registry.example.com/template:0.1",
+        "--workers",
+        "3",
+        "--config",
+        f"configs/{EXAMPLE_CONFIGS[0]}",
+        "--gpus-per-pod",
+        "2",
+        "--cpu",
+        "8",
+        "--memory",
+        "32Gi",
+        "--pvc",
+        "results:/workspace/logs",
+        "--pvc",
+        "datasets:/data/datasets",
+        "--",
+        "--trainer.max_epochs",
+        "20",
     )
     assert manifest["apiVersion"] == "kubeflow.org/v1"
     assert manifest["kind"] == "PyTorchJob"
@@ -257,7 +294,11 @@ def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
         assert all(isinstance(part, str) for part in container["command"])
         expected_resources = {"nvidia.com/gpu": 2, "cpu": "8", "memory": "32Gi"}
         assert container["resources"] == {"requests": expected_resources, "limits": expected_resources}
-        claims = {volume["name"]: volume["persistentVolumeClaim"]["claimName"] for volume in pod["volumes"] if "persistentVolumeClaim" in volume}
+        claims = {
+            volume["name"]: volume["persistentVolumeClaim"]["claimName"]
+            for volume in pod["volumes"]
+            if "persistentVolumeClaim" in volume
+        }
         mounts = {claims.get(mount["name"], mount["name"]): mount["mountPath"] for mount in container["volumeMounts"]}
         assert mounts == {"dshm": "/dev/shm", "results": "/workspace/logs", "datasets": "/data/datasets"}
 
@@ -272,16 +313,28 @@ def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
     assert schema_errors(manifest) == []
 
     runai_v1, runai_v2 = [line for line in stdout.splitlines() if line.startswith("runai ")]
-    assert runai_v1.startswith("runai submit-dist pytorch shapes --workers=3 -i registry.example.com/template:0.1 -g 2 ")
-    assert runai_v2.startswith("runai distributed submit shapes --framework PyTorch -i registry.example.com/template:0.1 --workers 3 --gpu-devices-request 2 ")
-    assert "--pvc-exists claimname=results,path=/workspace/logs --pvc-exists claimname=datasets,path=/data/datasets" in runai_v1
-    assert "--existing-pvc claimname=results,path=/workspace/logs --existing-pvc claimname=datasets,path=/data/datasets" in runai_v2
+    assert runai_v1.startswith(
+        "runai submit-dist pytorch shapes --workers=3 -i registry.example.com/template:0.1 -g 2 "
+    )
+    assert runai_v2.startswith(
+        "runai distributed submit shapes --framework PyTorch -i registry.example.com/template:0.1 --workers 3 --gpu-devices-request 2 "
+    )
+    assert (
+        "--pvc-exists claimname=results,path=/workspace/logs --pvc-exists claimname=datasets,path=/data/datasets"
+        in runai_v1
+    )
+    assert (
+        "--existing-pvc claimname=results,path=/workspace/logs --existing-pvc claimname=datasets,path=/data/datasets"
+        in runai_v2
+    )
     for runai in (runai_v1, runai_v2):
         assert runai.endswith(f"--command -- {shlex.join(command)}")
 
 
 def test_manifest_without_output_prints_plain_yaml_for_kubectl():
-    result = generate("--name", "example", "--image", "template:0.1", "--workers", "1", "--config", f"configs/{EXAMPLE_CONFIGS[-1]}")
+    result = generate(
+        "--name", "example", "--image", "template:0.1", "--workers", "1", "--config", f"configs/{EXAMPLE_CONFIGS[-1]}"
+    )
     assert result.returncode == 0, result.stderr
     assert "&" not in result.stdout and "*id" not in result.stdout  # no YAML anchors or aliases
     manifest = yaml.safe_load(result.stdout)
@@ -314,8 +367,17 @@ def test_pods_run_the_manifest_command_as_one_ddp_job(tmp_path, shapes_root):
     """One process per pod: the operator's RANK and WORLD_SIZE reach Lightning through KubeflowEnvironment."""
     log_dir = tmp_path / "logs"
     manifest, _ = generated_manifest(
-        tmp_path, "--name", "example", "--image", "template:0.1", "--workers", "1", "--config", f"configs/{EXAMPLE_CONFIGS[-1]}",
-        "--", *overrides_without_config(log_dir, shapes_root),
+        tmp_path,
+        "--name",
+        "example",
+        "--image",
+        "template:0.1",
+        "--workers",
+        "1",
+        "--config",
+        f"configs/{EXAMPLE_CONFIGS[-1]}",
+        "--",
+        *overrides_without_config(log_dir, shapes_root),
     )
     command = pod_command(manifest, "Master")
     assert command[:2] == ["python", "cli.py"]
@@ -328,8 +390,19 @@ def test_pods_with_several_processes_run_torchrun_from_the_operator_variables(tm
     """Two pods of two processes: torchrun takes node rank and master from PET_*, Lightning detects torchrun."""
     log_dir = tmp_path / "logs"
     manifest, _ = generated_manifest(
-        tmp_path, "--name", "example", "--image", "template:0.1", "--workers", "1", "--nproc-per-node", "2",
-        "--config", f"configs/{EXAMPLE_CONFIGS[-1]}", "--", *overrides_without_config(log_dir, shapes_root),
+        tmp_path,
+        "--name",
+        "example",
+        "--image",
+        "template:0.1",
+        "--workers",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--config",
+        f"configs/{EXAMPLE_CONFIGS[-1]}",
+        "--",
+        *overrides_without_config(log_dir, shapes_root),
     )
     assert pod_command(manifest, "Master")[0] == "torchrun"
     outputs = run_pods(manifest)
@@ -339,9 +412,20 @@ def test_pods_with_several_processes_run_torchrun_from_the_operator_variables(tm
 def test_torchrun_with_two_processes_trains(tmp_path, shapes_root):
     log_dir = tmp_path / "logs"
     command = [
-        "torchrun", "--nproc_per_node", "2", "--master_port", str(free_port()),
-        "cli.py", "fit", *small_run_args(EXAMPLE_CONFIGS[-1], log_dir, shapes_root),
-        "--trainer.strategy", "ddp", "--trainer.accelerator", "cpu", "--trainer.devices", "2",
+        "torchrun",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        "cli.py",
+        "fit",
+        *small_run_args(EXAMPLE_CONFIGS[-1], log_dir, shapes_root),
+        "--trainer.strategy",
+        "ddp",
+        "--trainer.accelerator",
+        "cpu",
+        "--trainer.devices",
+        "2",
     ]
     (output,) = run_together([(command, clean_env())])
     assert_one_run_of_world_size(log_dir, [output], world_size=2)
@@ -350,7 +434,16 @@ def test_torchrun_with_two_processes_trains(tmp_path, shapes_root):
 JOB_VARIANTS = {
     "cpu": ["--workers", "2", "--cpu", "4", "--memory", "16Gi"],
     "one-gpu-per-pod": ["--workers", "3", "--gpus-per-pod", "1", "--pvc", "results:/workspace/logs"],
-    "torchrun-per-pod": ["--workers", "1", "--gpus-per-pod", "4", "--restart-policy", "OnFailure", "--backoff-limit", "10"],
+    "torchrun-per-pod": [
+        "--workers",
+        "1",
+        "--gpus-per-pod",
+        "4",
+        "--restart-policy",
+        "OnFailure",
+        "--backoff-limit",
+        "10",
+    ],
     "elastic": ["--elastic", "2:4", "--max-restarts", "5", "--ddp-timeout", "2.5", "--pvc", "results:/workspace/logs"],
     "elastic-gpus": ["--elastic", "1:3", "--gpus-per-pod", "2"],
     "exit-code-never": ["--workers", "1", "--restart-policy", "Never", "--backoff-limit", "0"],
@@ -361,15 +454,31 @@ JOB_VARIANTS = {
 def test_every_kind_of_job_is_a_valid_pytorchjob_that_resumes(tmp_path, variant):
     args = JOB_VARIANTS[variant]
     manifest, _ = generated_manifest(
-        tmp_path, "--name", "shapes", "--image", "template:0.1", "--config", f"configs/{EXAMPLE_CONFIGS[0]}", *args, "--", "--trainer.max_epochs", "3"
+        tmp_path,
+        "--name",
+        "shapes",
+        "--image",
+        "template:0.1",
+        "--config",
+        f"configs/{EXAMPLE_CONFIGS[0]}",
+        *args,
+        "--",
+        "--trainer.max_epochs",
+        "3",
     )
     assert schema_errors(manifest) == []
     spec = manifest["spec"]
     elastic = "--elastic" in args
     assert set(spec["pytorchReplicaSpecs"]) == ({"Worker"} if elastic else {"Master", "Worker"})
-    expected_policy = args[args.index("--restart-policy") + 1] if "--restart-policy" in args else ("OnFailure" if elastic else "ExitCode")
+    expected_policy = (
+        args[args.index("--restart-policy") + 1]
+        if "--restart-policy" in args
+        else ("OnFailure" if elastic else "ExitCode")
+    )
     assert {replica["restartPolicy"] for replica in spec["pytorchReplicaSpecs"].values()} == {expected_policy}
-    assert spec["runPolicy"]["backoffLimit"] == (int(args[args.index("--backoff-limit") + 1]) if "--backoff-limit" in args else 3)
+    assert spec["runPolicy"]["backoffLimit"] == (
+        int(args[args.index("--backoff-limit") + 1]) if "--backoff-limit" in args else 3
+    )
     command = pod_command(manifest, "Worker")
     assert command[-4:] == ["--trainer.max_epochs", "3", "--ckpt_path", "last"]
     timeout = command[command.index("--trainer.strategy.timeout") + 1]
@@ -377,9 +486,24 @@ def test_every_kind_of_job_is_a_valid_pytorchjob_that_resumes(tmp_path, variant)
     if elastic:
         low, high = args[args.index("--elastic") + 1].split(":")
         restarts = int(args[args.index("--max-restarts") + 1]) if "--max-restarts" in args else 3
-        assert spec["elasticPolicy"] == {"rdzvBackend": "c10d", "minReplicas": int(low), "maxReplicas": int(high), "maxRestarts": restarts}
+        assert spec["elasticPolicy"] == {
+            "rdzvBackend": "c10d",
+            "minReplicas": int(low),
+            "maxReplicas": int(high),
+            "maxRestarts": restarts,
+        }
         assert spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == int(high)
-        assert command[:9] == ["torchrun", "--nnodes", f"{low}:{high}", "--nproc_per_node", spec["nprocPerNode"], "--rdzv_backend", "c10d", "--max_restarts", str(restarts)]
+        assert command[:9] == [
+            "torchrun",
+            "--nnodes",
+            f"{low}:{high}",
+            "--nproc_per_node",
+            spec["nprocPerNode"],
+            "--rdzv_backend",
+            "c10d",
+            "--max_restarts",
+            str(restarts),
+        ]
         assert command[command.index("--trainer.strategy") + 1] == "cluster.elastic.ElasticDDPStrategy"
         assert "--trainer.num_nodes" not in command
     else:
@@ -387,7 +511,16 @@ def test_every_kind_of_job_is_a_valid_pytorchjob_that_resumes(tmp_path, variant)
 
 
 def valid_manifest(tmp_path: Path) -> dict:
-    manifest, _ = generated_manifest(tmp_path, *JOB_VARIANTS["elastic"], "--name", "shapes", "--image", "template:0.1", "--config", f"configs/{EXAMPLE_CONFIGS[0]}")
+    manifest, _ = generated_manifest(
+        tmp_path,
+        *JOB_VARIANTS["elastic"],
+        "--name",
+        "shapes",
+        "--image",
+        "template:0.1",
+        "--config",
+        f"configs/{EXAMPLE_CONFIGS[0]}",
+    )
     assert schema_errors(manifest) == []
     return manifest
 
@@ -399,14 +532,30 @@ def worker_container(manifest: dict) -> dict:
 @pytest.mark.parametrize(
     ("break_it", "expected"),
     [
-        (lambda job: job["spec"]["pytorchReplicaSpecs"]["Worker"].update(replicas="4"), "spec.pytorchReplicaSpecs.Worker.replicas: '4' is not of type 'integer'"),
-        (lambda job: job["spec"]["elasticPolicy"].update(minReplica=2), "spec.elasticPolicy: Additional properties are not allowed ('minReplica' was unexpected)"),
+        (
+            lambda job: job["spec"]["pytorchReplicaSpecs"]["Worker"].update(replicas="4"),
+            "spec.pytorchReplicaSpecs.Worker.replicas: '4' is not of type 'integer'",
+        ),
+        (
+            lambda job: job["spec"]["elasticPolicy"].update(minReplica=2),
+            "spec.elasticPolicy: Additional properties are not allowed ('minReplica' was unexpected)",
+        ),
         (lambda job: worker_container(job)["command"].append(3), "is not of type 'string'"),
         (lambda job: worker_container(job).pop("name"), "'name' is a required property"),
-        (lambda job: worker_container(job).update(resources={"limits": {"memory": "16 GB"}}), "spec.pytorchReplicaSpecs.Worker.template.spec.containers.0.resources.limits.memory"),
+        (
+            lambda job: worker_container(job).update(resources={"limits": {"memory": "16 GB"}}),
+            "spec.pytorchReplicaSpecs.Worker.template.spec.containers.0.resources.limits.memory",
+        ),
         (lambda job: job["spec"].pop("pytorchReplicaSpecs"), "'pytorchReplicaSpecs' is a required property"),
     ],
-    ids=["replicas-as-string", "misspelt-field", "non-string-argument", "container-without-name", "bad-quantity", "no-replicas"],
+    ids=[
+        "replicas-as-string",
+        "misspelt-field",
+        "non-string-argument",
+        "container-without-name",
+        "bad-quantity",
+        "no-replicas",
+    ],
 )
 def test_schema_rejects_a_broken_manifest(tmp_path, break_it, expected):
     manifest = copy.deepcopy(valid_manifest(tmp_path))
@@ -418,14 +567,25 @@ def test_schema_rejects_a_broken_manifest(tmp_path, break_it, expected):
 def test_pod_commands_parse_with_the_projects_cli(tmp_path, capsys):
     """cli.py accepts what the generator writes: the DDPStrategy class with its timeout, the elastic one, `--ckpt_path last`."""
     for variant in ("cpu", "elastic"):
-        manifest, _ = generated_manifest(tmp_path, *JOB_VARIANTS[variant], "--name", "shapes", "--image", "template:0.1", "--config", f"configs/{EXAMPLE_CONFIGS[-1]}")
+        manifest, _ = generated_manifest(
+            tmp_path,
+            *JOB_VARIANTS[variant],
+            "--name",
+            "shapes",
+            "--image",
+            "template:0.1",
+            "--config",
+            f"configs/{EXAMPLE_CONFIGS[-1]}",
+        )
         command = pod_command(manifest, "Worker")
         with pytest.raises(SystemExit) as exit_info:
             run_cli("fit", [*command[command.index("fit") + 1 :], "--print_config"])
         assert exit_info.value.code in (None, 0)
         config = yaml.safe_load(capsys.readouterr().out)
         strategy = config["trainer"]["strategy"]
-        expected_class = "cluster.elastic.ElasticDDPStrategy" if variant == "elastic" else "lightning.pytorch.strategies.DDPStrategy"
+        expected_class = (
+            "cluster.elastic.ElasticDDPStrategy" if variant == "elastic" else "lightning.pytorch.strategies.DDPStrategy"
+        )
         assert strategy["class_path"] == expected_class
         assert strategy["init_args"]["timeout"] == ("0:02:30" if variant == "elastic" else "0:05:00")
         assert config["ckpt_path"] == "last"
@@ -435,28 +595,54 @@ def test_elastic_pods_rendezvous_and_train_with_the_node_count_torchrun_admitted
     """Two worker pods of `--elastic 1:2`: torchrun's c10d rendezvous on worker-0, Lightning's node count from it."""
     log_dir = tmp_path / "logs"
     manifest, _ = generated_manifest(
-        tmp_path, "--name", "example", "--image", "template:0.1", "--elastic", "1:2", "--config", f"configs/{EXAMPLE_CONFIGS[-1]}",
-        "--", *overrides_without_config(log_dir, shapes_root),
+        tmp_path,
+        "--name",
+        "example",
+        "--image",
+        "template:0.1",
+        "--elastic",
+        "1:2",
+        "--config",
+        f"configs/{EXAMPLE_CONFIGS[-1]}",
+        "--",
+        *overrides_without_config(log_dir, shapes_root),
     )
     assert schema_errors(manifest) == []
     outputs = run_pods(manifest)
     assert_one_run_of_world_size(log_dir, outputs, world_size=2)
 
 
-def test_job_restarted_like_the_operator_after_a_pod_is_killed_ends_with_the_uninterrupted_weights(tmp_path, shapes_root):
+def test_job_restarted_like_the_operator_after_a_pod_is_killed_ends_with_the_uninterrupted_weights(
+    tmp_path, shapes_root
+):
     """Kill the worker pod's process once the first checkpoint exists; restart pods as ExitCode does; same final weights."""
     runs = {}
     for run in ("uninterrupted", "killed"):
         log_dir = tmp_path / run / "logs"
         manifest, _ = generated_manifest(
-            tmp_path, "--name", "example", "--image", "template:0.1", "--workers", "1", "--config", f"configs/{EXAMPLE_CONFIGS[-1]}",
-            "--", *overrides_without_config(log_dir, shapes_root), "--trainer.max_epochs", "12", "--trainer.deterministic", "true",
+            tmp_path,
+            "--name",
+            "example",
+            "--image",
+            "template:0.1",
+            "--workers",
+            "1",
+            "--config",
+            f"configs/{EXAMPLE_CONFIGS[-1]}",
+            "--",
+            *overrides_without_config(log_dir, shapes_root),
+            "--trainer.max_epochs",
+            "12",
+            "--trainer.deterministic",
+            "true",
         )
         if run == "uninterrupted":
             run_pods(manifest)
         else:
             first_checkpoint = lambda: any(log_dir.rglob("last.ckpt"))
-            statuses = run_job_like_the_operator(manifest, kill=(1, first_checkpoint), max_restarts=manifest["spec"]["runPolicy"]["backoffLimit"])
+            statuses = run_job_like_the_operator(
+                manifest, kill=(1, first_checkpoint), max_restarts=manifest["spec"]["runPolicy"]["backoffLimit"]
+            )
             assert statuses.get(128 + signal.SIGKILL) == 1
         runs[run] = final_weights(log_dir)
     assert runs["killed"].keys() == runs["uninterrupted"].keys()
@@ -484,7 +670,10 @@ def with_flag(flag: str, value: str | None) -> list[str]:
         (with_flag("--image", None), "required: --image"),
         (with_flag("--image", ""), "is not an image name"),
         (with_flag("--image", "  "), "is not an image name"),
-        ([*BASE, "--accelerator", "cpu", "--gpus-per-pod", "1"], "--accelerator cpu trains on CPU only but --gpus-per-pod 1 requests GPUs"),
+        (
+            [*BASE, "--accelerator", "cpu", "--gpus-per-pod", "1"],
+            "--accelerator cpu trains on CPU only but --gpus-per-pod 1 requests GPUs",
+        ),
         ([*BASE, "--accelerator", "gpu"], "--accelerator gpu needs --gpus-per-pod"),
         ([*BASE, "--gpus-per-pod", "4", "--nproc-per-node", "2"], "one process per GPU"),
         ([*BASE, "--accelerator", "tpu"], "invalid choice: 'tpu'"),
@@ -496,9 +685,15 @@ def with_flag(flag: str, value: str | None) -> list[str]:
         ([*BASE, "--", "--trainer.strategy", "fsdp"], "--trainer.strategy is set from"),
         ([*BASE, "--", "--ckpt_path", "some.ckpt"], "--ckpt_path is set to `last` so that a restarted pod continues"),
         ([*BASE, "--elastic", "2:4"], "argument --elastic: not allowed with argument --workers"),
-        ([*with_flag("--workers", None), "--elastic", "4:2"], "--elastic '4:2' must be MIN:MAX pods with 1 <= MIN <= MAX"),
+        (
+            [*with_flag("--workers", None), "--elastic", "4:2"],
+            "--elastic '4:2' must be MIN:MAX pods with 1 <= MIN <= MAX",
+        ),
         ([*with_flag("--workers", None), "--elastic", "0:2"], "--elastic '0:2' must be MIN:MAX"),
-        ([*with_flag("--workers", None), "--elastic", "2:4", "--restart-policy", "ExitCode"], "--elastic cannot use --restart-policy ExitCode"),
+        (
+            [*with_flag("--workers", None), "--elastic", "2:4", "--restart-policy", "ExitCode"],
+            "--elastic cannot use --restart-policy ExitCode",
+        ),
         ([*BASE, "--max-restarts", "2"], "--max-restarts counts torchrun's restarts of an elastic job"),
         ([*BASE, "--backoff-limit", "-1"], "--backoff-limit must be 0 or more"),
         ([*BASE, "--ddp-timeout", "0"], "--ddp-timeout must be a positive number of minutes"),

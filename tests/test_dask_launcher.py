@@ -47,7 +47,9 @@ def report_of_a_stalled_run(args: list[str]) -> str:
 def start_lightning_launched(args: list[str]) -> subprocess.Popen:
     """The same run with the processes launched by Lightning itself, to compare a Dask run against."""
     command = [sys.executable, "cli.py", "fit", *args]
-    return subprocess.Popen(command, cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command, cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def wait_for_success(baseline: subprocess.Popen) -> None:
@@ -58,7 +60,9 @@ def wait_for_success(baseline: subprocess.Popen) -> None:
 def test_plain_run_and_help_never_import_dask(tmp_path, shapes_root):
     fit_args = ["fit", *small_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root)]
     probe = PROBE_IMPORTS.format(root=str(ROOT), fit_args=fit_args)
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=180
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
@@ -81,7 +85,10 @@ def fit_through_dask_matches_ddp(config: str, tmp_path: Path, shapes_root: Path,
     args = small_run_args(config, tmp_path / "ddp", shapes_root, "--trainer.max_epochs", "2")
     baseline = start_lightning_launched([*args, "--trainer.strategy", "ddp", "--trainer.devices", "2"])
     caplog.set_level(logging.INFO, logger="launchers.dask_launcher")
-    run_cli("fit", small_run_args(config, tmp_path / "dask", shapes_root, "--trainer.max_epochs", "2", "--dask.n_workers", "2"))
+    run_cli(
+        "fit",
+        small_run_args(config, tmp_path / "dask", shapes_root, "--trainer.max_epochs", "2", "--dask.n_workers", "2"),
+    )
     wait_for_success(baseline)
 
     assert losses(tmp_path / "dask") == pytest.approx(losses(tmp_path / "ddp"), rel=1e-5)
@@ -98,11 +105,14 @@ def fit_through_dask_matches_ddp(config: str, tmp_path: Path, shapes_root: Path,
     assert all("val/loss" in line and "train/loss" in line for line in streamed)
 
 
-@pytest.mark.parametrize("config", [
-    "lstm.yaml",  # cookiecutter: only with lstm
-    "mlp.yaml",  # cookiecutter: only with mlp
-    pytest.param("cnn.yaml", marks=pytest.mark.slow),  # cookiecutter: only with cnn
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        "lstm.yaml",  # cookiecutter: only with lstm
+        "mlp.yaml",  # cookiecutter: only with mlp
+        pytest.param("cnn.yaml", marks=pytest.mark.slow),  # cookiecutter: only with cnn
+    ],
+)
 def test_fit_through_dask_matches_ddp_and_returns_results(config, tmp_path, shapes_root, caplog):
     fit_through_dask_matches_ddp(config, tmp_path, shapes_root, caplog)
 
@@ -114,7 +124,12 @@ def test_killed_worker_stops_the_run_and_tears_the_cluster_down(tmp_path):
 
     args = small_run_args("lstm.yaml", tmp_path, None, "--trainer.max_epochs", "200", "--dask.n_workers", "2")
     client = subprocess.Popen(
-        [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, "cli.py", "fit", *args],
+        cwd=ROOT,
+        env=SUBPROCESS_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     output, rank_pids = [], {}
     for line in client.stdout:
@@ -141,8 +156,12 @@ def test_killed_worker_stops_the_run_and_tears_the_cluster_down(tmp_path):
 
 @pytest.mark.timeout(240)
 def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_path):
-    report = report_of_a_stalled_run(small_run_args("lstm.yaml", tmp_path, None, "--dask.n_workers", "2", "--dask.timeout_s", "15"))
-    assert re.search(r"rank 0 \(Dask worker \S+, pid \d+\) failed: RuntimeError: .*Timed out waiting 15000ms", report), report
+    report = report_of_a_stalled_run(
+        small_run_args("lstm.yaml", tmp_path, None, "--dask.n_workers", "2", "--dask.timeout_s", "15")
+    )
+    assert re.search(
+        r"rank 0 \(Dask worker \S+, pid \d+\) failed: RuntimeError: .*Timed out waiting 15000ms", report
+    ), report
     assert re.search(r"still running: rank 1 \(Dask worker tcp://\S+\)$", report), report
 
 
@@ -154,15 +173,24 @@ def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_p
         address = ["--dask.address", cluster.scheduler_address]
         missing = tmp_path / "missing.txt"
         with pytest.raises(SystemExit) as exit_info:
-            run_cli("fit", small_run_args("lstm.yaml", tmp_path / "failed", None, *address, "--data.init_args.names_path", str(missing)))
+            run_cli(
+                "fit",
+                small_run_args(
+                    "lstm.yaml", tmp_path / "failed", None, *address, "--data.init_args.names_path", str(missing)
+                ),
+            )
         assert exit_info.value.code == 2
         error = capsys.readouterr().err
-        assert re.search(r"error: rank \d \(Dask worker tcp://\S+, pid \d+\): names file .*missing.txt does not exist", error), error
+        assert re.search(
+            r"error: rank \d \(Dask worker tcp://\S+, pid \d+\): names file .*missing.txt does not exist", error
+        ), error
 
         run_cli("fit", small_run_args("lstm.yaml", tmp_path / "ok", None, *address, "--dask.restart", "true"))
         assert len(cluster.scheduler_info["workers"]) == 2
     assert losses(tmp_path / "ok")
     assert (tmp_path / "ok" / "lstm" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+
+
 # cookiecutter: end
 # cookiecutter: only with mlp
 
@@ -181,6 +209,10 @@ def test_pipeline_through_dask_matches_the_pipeline_lightning_launches(tmp_path,
 
 @pytest.mark.timeout(240)
 def test_a_stalled_pipeline_stage_fails_the_run_after_the_dask_timeout(tmp_path, shapes_root):
-    report = report_of_a_stalled_run(pipeline_args(tmp_path, shapes_root, "--dask.n_workers", "2", "--dask.timeout_s", "15"))
+    report = report_of_a_stalled_run(
+        pipeline_args(tmp_path, shapes_root, "--dask.n_workers", "2", "--dask.timeout_s", "15")
+    )
     assert re.search(r"rank 0 \(Dask worker \S+, pid \d+\) failed: .*Timed out waiting 15000ms", report), report
+
+
 # cookiecutter: end

@@ -3,15 +3,16 @@
 # The staged MLP's DDP run against one device, and resuming a DDP checkpoint, are in test_strategies.py.
 # cookiecutter: end
 
-from conftest import ROOT, read_metrics, small_run_args
-from strategy_runs import checkpoint_path, run_ok
 # cookiecutter: only with lstm
 import torch
 from lightning.pytorch.trainer.connectors.data_connector import _get_distributed_sampler
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.data import _update_dataloader
+from strategy_runs import checkpoint_path, run_ok
 
+from conftest import ROOT, read_metrics, small_run_args
 from datamodules.pet_names import CharWindows, PetNamesDataModule
+
 # cookiecutter: end
 
 DDP = ("--trainer.strategy", "ddp", "--trainer.devices", "2")
@@ -25,7 +26,9 @@ def test_pet_name_batches_shard_under_lightnings_distributed_sampler():
     loader = datamodule._loader(CharWindows(positions[:, None], positions[:, None]), shuffle=True)
     per_rank = []
     for rank in range(2):
-        sampler = _get_distributed_sampler(loader, shuffle=True, overfit_batches=0, mode=RunningStage.TRAINING, num_replicas=2, rank=rank)
+        sampler = _get_distributed_sampler(
+            loader, shuffle=True, overfit_batches=0, mode=RunningStage.TRAINING, num_replicas=2, rank=rank
+        )
         sharded = _update_dataloader(loader, sampler, RunningStage.TRAINING)
         batches = list(sharded)
         assert all(inputs.shape[1] == 1 and inputs.dtype == torch.long for inputs, _ in batches)
@@ -33,6 +36,8 @@ def test_pet_name_batches_shard_under_lightnings_distributed_sampler():
     assert len(per_rank[0]) == len(per_rank[1]) == 502  # 1003 windows, one repeated to even the ranks out
     assert set(per_rank[0]) | set(per_rank[1]) == set(positions.tolist())
     assert len(set(per_rank[0]) & set(per_rank[1])) == 1
+
+
 # cookiecutter: end
 
 
@@ -43,6 +48,8 @@ def test_cnn_trains_on_two_processes_and_only_rank_zero_writes(tmp_path, shapes_
     assert [path.parent.name for path in tmp_path.rglob("metrics.csv")] == ["version_0"]
     assert [row["val/acc"] for row in read_metrics(tmp_path) if row.get("val/acc")]
     assert sorted(path.name for path in tmp_path.rglob("*.ckpt")) == ["best-epoch00-step3.ckpt", "last.ckpt"]
+
+
 # cookiecutter: end
 
 
@@ -51,11 +58,26 @@ def test_lstm_trains_and_generates_names_on_two_processes(tmp_path):
     run_ok("fit", small_run_args("lstm.yaml", tmp_path / "fit", None, *DDP))
     rows = read_metrics(tmp_path / "fit")
     assert [row["val/loss"] for row in rows if row.get("val/loss")]
-    run_ok("predict", [
-        "--config", str(ROOT / "configs" / "lstm.yaml"), "--trainer.logger.init_args.save_dir", str(tmp_path / "predict"),
-        "--trainer.enable_progress_bar", "false", "--data.init_args.num_names_to_generate", "40",
-        "--model.init_args.exclude_training_names", "false", "--ckpt_path", str(checkpoint_path(tmp_path / "fit", "last.ckpt")), *DDP,
-    ])
+    run_ok(
+        "predict",
+        [
+            "--config",
+            str(ROOT / "configs" / "lstm.yaml"),
+            "--trainer.logger.init_args.save_dir",
+            str(tmp_path / "predict"),
+            "--trainer.enable_progress_bar",
+            "false",
+            "--data.init_args.num_names_to_generate",
+            "40",
+            "--model.init_args.exclude_training_names",
+            "false",
+            "--ckpt_path",
+            str(checkpoint_path(tmp_path / "fit", "last.ckpt")),
+            *DDP,
+        ],
+    )
     (names_file,) = (tmp_path / "predict").rglob("generated_names.txt")
     assert len(names_file.read_text().splitlines()) == 40  # 20 per rank, gathered and written once
+
+
 # cookiecutter: end

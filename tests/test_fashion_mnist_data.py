@@ -28,5 +28,16 @@ def test_mlp_trains_on_fashion_mnist_files(tmp_path):
     images, labels = next(iter(datamodule.train_dataloader()))
     assert images.shape[1:] == (1, 28, 28) and labels.max() < 10
 
-    run_cli("fit", small_run_args("mlp_fashion_mnist.yaml", tmp_path / "logs", None, "--data.init_args.root", str(tmp_path / "data"), "--data.init_args.num_workers", "0"))
+    run_cli(
+        "fit",
+        small_run_args(
+            "mlp_fashion_mnist.yaml",
+            tmp_path / "logs",
+            None,
+            "--data.init_args.root",
+            str(tmp_path / "data"),
+            "--data.init_args.num_workers",
+            "0",
+        ),
+    )
     assert last_value(read_metrics(tmp_path / "logs"), "val/loss") > 0

@@ -23,21 +23,34 @@ def media_tables(log_dir: Path, key: str) -> list[list[list[str]]]:
 # cookiecutter: only with cnn
 def test_cnn_writes_example_images_and_a_final_epoch_prediction_table(tmp_path, shapes_root):
     # max_steps ends fitting early in the second of three epochs: that epoch is the final one.
-    run_cli("fit", small_run_args("cnn.yaml", tmp_path, shapes_root, "--trainer.max_epochs", "3", "--trainer.max_steps", "4"))
+    run_cli(
+        "fit",
+        small_run_args("cnn.yaml", tmp_path, shapes_root, "--trainer.max_epochs", "3", "--trainer.max_steps", "4"),
+    )
     assert list(tmp_path.rglob("media/examples_example_images/step*.png"))
     (table,) = media_tables(tmp_path, "train_predictions")
-    assert [path.name for path in tmp_path.rglob("media/train_predictions/*.csv")] == ["step000004.csv"], "written once, when fitting ends"
+    assert [path.name for path in tmp_path.rglob("media/train_predictions/*.csv")] == ["step000004.csv"], (
+        "written once, when fitting ends"
+    )
     assert table[0] == ["image", "label", "prediction", "confidence"]
     assert len(table) > 1
     table_dir = next(tmp_path.rglob("media/train_predictions"))
     for image_file, label, prediction, confidence in table[1:]:
         assert (table_dir / image_file).is_file()
-        assert label in {"circle", "cross", "ring", "square", "triangle"} and prediction in {"circle", "cross", "ring", "square", "triangle"}
+        assert label in {"circle", "cross", "ring", "square", "triangle"} and prediction in {
+            "circle",
+            "cross",
+            "ring",
+            "square",
+            "triangle",
+        }
         assert 0.2 <= float(confidence) <= 1.0
     rows = read_metrics(tmp_path)
     epochs = [float(row["train/epoch"]) for row in rows if row.get("train/epoch")]
     assert epochs == sorted(epochs) and epochs[0] == 0 and 1 <= epochs[-1] < 2
     assert last_value(rows, "lr-Adam") == pytest.approx(0.001)
+
+
 # cookiecutter: end
 
 
@@ -47,6 +60,8 @@ def test_lstm_writes_generated_names_marked_against_training_data(tmp_path):
     (table,) = media_tables(tmp_path, "generated_names")
     assert table[0] == ["name", "in_training_data"] and len(table) == 21
     assert {row[1] for row in table[1:]} <= {"True", "False"}
+
+
 # cookiecutter: end
 
 
@@ -58,13 +73,20 @@ def test_mlp_writes_epoch_loss_and_a_confusion_matrix_over_the_validation_set(tm
     counts = [[int(value) for value in row[1:]] for row in table[1:]]
     assert sum(map(sum, counts)) == 12  # 5 shapes x 12 images, 20% held out
     assert last_value(read_metrics(tmp_path), "train/epoch_loss") > 0
+
+
 # cookiecutter: end
 
 
 # cookiecutter: only with wandb
 def wandb_run_args(config: str, log_dir: Path, shapes_root: Path, *extra: str) -> list[str]:
     args = small_run_args(config, log_dir, shapes_root, *extra)
-    return args[:2] + ["--config", WANDB_CONFIG] + args[2:] + ["--trainer.logger.init_args.group", "tests", "--trainer.logger.init_args.tags", "[offline, ci]"]
+    return (
+        args[:2]
+        + ["--config", WANDB_CONFIG]
+        + args[2:]
+        + ["--trainer.logger.init_args.group", "tests", "--trainer.logger.init_args.tags", "[offline, ci]"]
+    )
 
 
 def offline_runs(log_dir: Path):
@@ -84,14 +106,36 @@ def wandb_offline(monkeypatch):
 
 
 EXPECTED_WANDB_KEYS = {
-    "cnn.yaml": ["train/loss", "lr-Adam", "train/epoch", "val/acc", "examples/example_images/_type", "train_predictions/_type"],  # cookiecutter: only with cnn
-    "lstm.yaml": ["train/loss", "lr-Adam", "train/epoch", "val/perplexity", "generated_names/_type"],  # cookiecutter: only with lstm
-    "mlp.yaml": ["train/loss", "lr-Adam", "train/epoch", "train/epoch_loss", "val/acc", "val/confusion_matrix/_type"],  # cookiecutter: only with mlp
+    "cnn.yaml": [
+        "train/loss",
+        "lr-Adam",
+        "train/epoch",
+        "val/acc",
+        "examples/example_images/_type",
+        "train_predictions/_type",
+    ],  # cookiecutter: only with cnn
+    "lstm.yaml": [
+        "train/loss",
+        "lr-Adam",
+        "train/epoch",
+        "val/perplexity",
+        "generated_names/_type",
+    ],  # cookiecutter: only with lstm
+    "mlp.yaml": [
+        "train/loss",
+        "lr-Adam",
+        "train/epoch",
+        "train/epoch_loss",
+        "val/acc",
+        "val/confusion_matrix/_type",
+    ],  # cookiecutter: only with mlp
 }
 
 
 @pytest.mark.parametrize("config", sorted(EXPECTED_WANDB_KEYS))
-def test_wandb_offline_run_holds_the_reference_keys_and_the_resolved_config(config, tmp_path, shapes_root, wandb_offline):
+def test_wandb_offline_run_holds_the_reference_keys_and_the_resolved_config(
+    config, tmp_path, shapes_root, wandb_offline
+):
     run_cli("fit", wandb_run_args(config, tmp_path, shapes_root))
     wandb_offline.finish()
     (run,) = offline_runs(tmp_path)
@@ -110,15 +154,31 @@ def test_wandb_offline_run_holds_the_reference_keys_and_the_resolved_config(conf
 
 def run_offline(args: list[str]) -> None:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_ddp_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
     pytest.importorskip("wandb")
-    run_offline(wandb_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root, "--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"))
+    run_offline(
+        wandb_run_args(
+            EXAMPLE_CONFIGS[-1],
+            tmp_path,
+            shapes_root,
+            "--trainer.strategy",
+            "ddp",
+            "--trainer.devices",
+            "2",
+            "--trainer.accelerator",
+            "cpu",
+        )
+    )
     (run,) = offline_runs(tmp_path)
     assert len(run.values("train/loss")) == 3, "rank 0 logs every step once"
+
+
 # cookiecutter: only with dask
 
 
@@ -128,5 +188,7 @@ def test_dask_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
     run_offline(wandb_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root, "--dask.n_workers", "2"))
     (run,) = offline_runs(tmp_path)
     assert len(run.values("train/loss")) == 3, "rank 0 logs every step once"
+
+
 # cookiecutter: end
 # cookiecutter: end

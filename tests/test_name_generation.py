@@ -5,7 +5,9 @@ from lightning_modules.name_generator import PAD_INDEX, STOP_INDEX, NameGenerato
 from models.char_lstm import CharLSTM, sample_categorical
 
 
-def sample_by_rerunning_prefix(model: CharLSTM, num: int, context_length: int, max_length: int, generator: torch.Generator):
+def sample_by_rerunning_prefix(
+    model: CharLSTM, num: int, context_length: int, max_length: int, generator: torch.Generator
+):
     """The slow way: re-run padding plus the whole prefix for every character of every unfinished name."""
     prefixes = [[PAD_INDEX] * context_length for _ in range(num)]
     active = list(range(num))
@@ -24,8 +26,12 @@ def sample_by_rerunning_prefix(model: CharLSTM, num: int, context_length: int, m
 def test_stateful_sampling_matches_rerunning_the_whole_prefix():
     torch.manual_seed(0)
     model = CharLSTM(len(VOCAB), hidden_size=16, num_layers=2).eval()
-    fast, lengths = model.sample(64, PAD_INDEX, STOP_INDEX, context_length=8, max_length=12, generator=torch.Generator().manual_seed(5))
-    slow = sample_by_rerunning_prefix(model, 64, context_length=8, max_length=12, generator=torch.Generator().manual_seed(5))
+    fast, lengths = model.sample(
+        64, PAD_INDEX, STOP_INDEX, context_length=8, max_length=12, generator=torch.Generator().manual_seed(5)
+    )
+    slow = sample_by_rerunning_prefix(
+        model, 64, context_length=8, max_length=12, generator=torch.Generator().manual_seed(5)
+    )
     for row, length, expected in zip(fast.tolist(), lengths.tolist(), slow):
         assert row[: len(expected)] == expected
         assert STOP_INDEX not in row[:length]

@@ -9,7 +9,12 @@ def logged_learning_rates(log_dir) -> list[float]:
 
 def test_one_cycle_steps_every_batch_without_knowing_the_dataset_size(tmp_path, shapes_root):
     args = small_run_args("cnn.yaml", tmp_path, shapes_root, "--trainer.limit_train_batches", "4")
-    args += ["--model.init_args.scheduler", "torch.optim.lr_scheduler.OneCycleLR", "--model.init_args.scheduler.max_lr", "0.01"]
+    args += [
+        "--model.init_args.scheduler",
+        "torch.optim.lr_scheduler.OneCycleLR",
+        "--model.init_args.scheduler.max_lr",
+        "0.01",
+    ]
     run_cli("fit", args)
     rates = logged_learning_rates(tmp_path)
     assert len(rates) == 4 and len(set(rates)) == 4
@@ -18,7 +23,14 @@ def test_one_cycle_steps_every_batch_without_knowing_the_dataset_size(tmp_path, 
 
 def test_reduce_on_plateau_watches_validation_loss_each_epoch(tmp_path, shapes_root):
     args = small_run_args("cnn.yaml", tmp_path, shapes_root, "--trainer.max_epochs", "3")
-    args += ["--model.init_args.scheduler.patience", "0", "--model.init_args.scheduler.threshold", "100", "--model.init_args.scheduler.threshold_mode", "abs"]
+    args += [
+        "--model.init_args.scheduler.patience",
+        "0",
+        "--model.init_args.scheduler.threshold",
+        "100",
+        "--model.init_args.scheduler.threshold_mode",
+        "abs",
+    ]
     run_cli("fit", args)
     # Logged every step (3 a epoch). The first validation sets the best loss; no later one beats it
     # by 100, so the second halves the rate for the third epoch.

@@ -4,7 +4,18 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from datamodules.pet_names import ALPHABET, PAD, STOP, VOCAB, CharWindows, PetNamesDataModule, clean_names, encode_windows, keep_batch, read_names
+from datamodules.pet_names import (
+    ALPHABET,
+    PAD,
+    STOP,
+    VOCAB,
+    CharWindows,
+    PetNamesDataModule,
+    clean_names,
+    encode_windows,
+    keep_batch,
+    read_names,
+)
 from errors import UserInputError
 
 
@@ -79,7 +90,11 @@ def test_names_load_from_json_and_text(tmp_path):
 
 @pytest.mark.parametrize(
     "content, message",
-    [("{not json", "is not valid JSON"), ('{"a": 1}', "must hold a JSON list of strings"), ("[1, 2]", "must hold a JSON list of strings")],
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"a": 1}', "must hold a JSON list of strings"),
+        ("[1, 2]", "must hold a JSON list of strings"),
+    ],
 )
 def test_bad_json_names_file(tmp_path, content, message):
     path = tmp_path / "names.json"

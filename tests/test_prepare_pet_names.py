@@ -8,9 +8,17 @@ HEADER = "License Issue Date,License Number,Animal's Name,Species,Primary Breed,
 
 def test_script_extracts_the_raw_name_column_in_order(tmp_path):
     table = tmp_path / "licenses.csv"
-    table.write_text(HEADER + 'March 29 2005,1,Ozzy,Dog,"Dachshund, Standard",,98104\nMay 1 2010,2,,Cat,Manx,,98103\nJune 2 2011,3, Mr. Bo ,Dog,Pug,,98107\n')
+    table.write_text(
+        HEADER
+        + 'March 29 2005,1,Ozzy,Dog,"Dachshund, Standard",,98104\nMay 1 2010,2,,Cat,Manx,,98103\nJune 2 2011,3, Mr. Bo ,Dog,Pug,,98107\n'
+    )
     output = tmp_path / "names.txt"
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_pet_names.py"), str(table), "--output", str(output)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "prepare_pet_names.py"), str(table), "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert output.read_text() == "Ozzy\n\n Mr. Bo \n"
     assert "wrote 3 names (1 blank)" in result.stdout
@@ -19,9 +27,20 @@ def test_script_extracts_the_raw_name_column_in_order(tmp_path):
 def test_script_rejects_a_table_without_the_name_column(tmp_path):
     table = tmp_path / "other.csv"
     table.write_text("a,b\n1,2\n")
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "prepare_pet_names.py"), str(table), "--output", str(tmp_path / "x.txt")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "prepare_pet_names.py"),
+            str(table),
+            "--output",
+            str(tmp_path / "x.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
-    assert "has no column \"Animal's Name\"" in result.stderr
+    assert 'has no column "Animal\'s Name"' in result.stderr
     assert not (tmp_path / "x.txt").exists()
 
 

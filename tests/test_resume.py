@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
 from strategy_runs import run_processes
+
+from conftest import ROOT
 
 SEED = int(os.environ.get("RESUME_TEST_SEED", random.randrange(1_000_000)))
 STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "ddp": 4}
@@ -60,15 +61,23 @@ def settings(tmp_path_factory, shapes_root) -> Path:
 
 def mlp_args(settings: Path, log_dir: Path, strategy: str, *extra: str) -> list[str]:
     return [
-        "--config", str(ROOT / "configs" / "mlp.yaml"), "--config", str(settings), *STRATEGY_ARGS[strategy],
-        "--trainer.logger.init_args.save_dir", str(log_dir), *extra,
+        "--config",
+        str(ROOT / "configs" / "mlp.yaml"),
+        "--config",
+        str(settings),
+        *STRATEGY_ARGS[strategy],
+        "--trainer.logger.init_args.save_dir",
+        str(log_dir),
+        *extra,
     ]
 
 
 def fault(step: int, signal_name: str, rank: int = 0, whole_group: bool = False) -> list[str]:
     return [
-        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep", f"--trainer.callbacks.init_args.step={step}",
-        f"--trainer.callbacks.init_args.signal_name={signal_name}", f"--trainer.callbacks.init_args.rank={rank}",
+        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
+        f"--trainer.callbacks.init_args.step={step}",
+        f"--trainer.callbacks.init_args.signal_name={signal_name}",
+        f"--trainer.callbacks.init_args.rank={rank}",
         f"--trainer.callbacks.init_args.whole_group={whole_group}",
     ]
 
@@ -88,7 +97,9 @@ def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
     return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
 
 
-def assert_bit_identical(resumed: dict[str, torch.Tensor], uninterrupted: dict[str, torch.Tensor], context: str) -> None:
+def assert_bit_identical(
+    resumed: dict[str, torch.Tensor], uninterrupted: dict[str, torch.Tensor], context: str
+) -> None:
     assert resumed.keys() == uninterrupted.keys()
     different = [name for name in resumed if not torch.equal(resumed[name], uninterrupted[name])]
     assert not different, f"{context}: {different} differ"
@@ -102,7 +113,9 @@ EPOCH_AGGREGATES = ("train/acc", "train/acc_top5", "train/epoch_loss")
 def metric_rows(log_dir: Path) -> list[dict[str, str]]:
     (path,) = log_dir.rglob("metrics.csv")
     with path.open() as handle:
-        return [{key: value for key, value in row.items() if key not in EPOCH_AGGREGATES} for row in csv.DictReader(handle)]
+        return [
+            {key: value for key, value in row.items() if key not in EPOCH_AGGREGATES} for row in csv.DictReader(handle)
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +148,12 @@ def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stra
     expected_step = step if stop == "SIGTERM" else (step - 1) - (step - 1) % 2
     assert f"(step {expected_step})" in output, f"{context}\n{output[-3000:]}"
     assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted[strategy]), context)
-    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "a resumed job keeps one run directory"
-    assert metric_rows(tmp_path) == metric_rows(uninterrupted[strategy]), f"{context}: metrics.csv does not continue exactly"
+    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], (
+        "a resumed job keeps one run directory"
+    )
+    assert metric_rows(tmp_path) == metric_rows(uninterrupted[strategy]), (
+        f"{context}: metrics.csv does not continue exactly"
+    )
 
 
 # cookiecutter: only with dask
@@ -153,7 +170,16 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
     step, rank = draw.randint(5, 7), draw.randrange(2)
     context = f"dask, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
     signal_name, to_parent = ("SIGINT", True) if stop == "SIGINT to the client" else (stop, False)
-    code, output = run(mlp_args(settings, tmp_path, "single", *DASK, *fault(step, signal_name, rank), f"--trainer.callbacks.init_args.to_parent={to_parent}"))
+    code, output = run(
+        mlp_args(
+            settings,
+            tmp_path,
+            "single",
+            *DASK,
+            *fault(step, signal_name, rank),
+            f"--trainer.callbacks.init_args.to_parent={to_parent}",
+        )
+    )
     if stop == "SIGKILL":
         assert code == 1 and "died: was killed by signal 9" in output, f"{context}\n{output[-3000:]}"
     else:
@@ -163,7 +189,9 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
     output = run_ok(mlp_args(settings, tmp_path, "single", *DASK))
     assert "resume: continuing from" in output, f"{context}\n{output[-3000:]}"
     assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted["ddp"]), context)
-    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "a resumed job keeps one run directory"
+    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], (
+        "a resumed job keeps one run directory"
+    )
 
 
 # cookiecutter: end
@@ -187,12 +215,20 @@ def test_checkpoint_of_an_empty_experiment_starts_fresh_and_says_so(settings, tm
 def test_resumed_with_another_number_of_processes_no_sample_is_skipped_or_repeated(settings, tmp_path, shapes_root):
     """Stopped under 2-process DDP in the middle of an epoch, resumed in 1 process: each sample once in that epoch."""
     record = tmp_path / "samples"
-    recorder = ["--trainer.callbacks+=tests.helpers.sample_record.RecordSamples", f"--trainer.callbacks.init_args.directory={record}"]
+    recorder = [
+        "--trainer.callbacks+=tests.helpers.sample_record.RecordSamples",
+        f"--trainer.callbacks.init_args.directory={record}",
+    ]
     code, output = run(mlp_args(settings, tmp_path, "ddp", *fault(6, "SIGTERM", rank=1), *recorder))
     assert code == 143, output[-3000:]
     run_ok(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last", *recorder))
 
-    seen_in_second_epoch = [line.split()[1] for path in record.glob("*.txt") for line in path.read_text().splitlines() if line.startswith("1 ")]
+    seen_in_second_epoch = [
+        line.split()[1]
+        for path in record.glob("*.txt")
+        for line in path.read_text().splitlines()
+        if line.startswith("1 ")
+    ]
     assert len(seen_in_second_epoch) == 64, "2 steps x 2 ranks x 8 samples before the stop, 4 steps x 8 after it"
     assert len(set(seen_in_second_epoch)) == 64, "a sample was seen twice in the interrupted epoch"
     assert set(seen_in_second_epoch) == training_images(settings, shapes_root)
@@ -202,7 +238,9 @@ def training_images(settings: Path, shapes_root: Path) -> set[str]:
     """Hashes of every image of the training split, as the datamodule serves them."""
     from datamodules.synthetic_shapes import SyntheticShapesDataModule
 
-    data = SyntheticShapesDataModule(root=str(shapes_root), images_per_class=16, canvas_size=32, image_size=28, grayscale=True, augment=False)
+    data = SyntheticShapesDataModule(
+        root=str(shapes_root), images_per_class=16, canvas_size=32, image_size=28, grayscale=True, augment=False
+    )
     data.prepare_data()
     data.setup("fit")
     return {hashlib.sha1(image.numpy().tobytes()).hexdigest() for image, _ in data.train_set}
@@ -213,11 +251,16 @@ def training_images(settings: Path, shapes_root: Path) -> set[str]:
 
 def test_kill_inside_a_checkpoint_write_leaves_the_previous_last_ckpt_usable(settings, tmp_path):
     """SIGKILL after 100 kB of the second save (step 4) of last.ckpt: the one from step 2 stays, whole."""
-    plugin = ["--trainer.plugins", '{"class_path": "tests.helpers.faults.KilledDuringWrite", "init_args": {"on_save": 2}}']
+    plugin = [
+        "--trainer.plugins",
+        '{"class_path": "tests.helpers.faults.KilledDuringWrite", "init_args": {"on_save": 2}}',
+    ]
     code, output = run(mlp_args(settings, tmp_path, "single", *plugin))
     assert code == -9, output[-3000:]
     checkpoints = tmp_path / "mlp" / "version_0" / "checkpoints"
-    assert [path.name for path in checkpoints.glob(".last.ckpt.*.partial")], "the kill should have hit a write in progress"
+    assert [path.name for path in checkpoints.glob(".last.ckpt.*.partial")], (
+        "the kill should have hit a write in progress"
+    )
     assert torch.load(checkpoints / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 2
 
     output = run_ok(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last"))
@@ -250,7 +293,9 @@ def test_no_readable_checkpoint_is_a_one_line_error(settings, tmp_path):
 
 def test_resume_with_another_model_shape_names_the_mismatched_parameter(settings, tmp_path):
     run_ok(mlp_args(settings, tmp_path, "single", "--trainer.max_epochs", "1"))
-    code, output = run(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last", "--model.init_args.hidden_sizes", "[48]"))
+    code, output = run(
+        mlp_args(settings, tmp_path, "single", "--ckpt_path", "last", "--model.init_args.hidden_sizes", "[48]")
+    )
     assert code == 2, output[-3000:]
     errors = [line for line in output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "network.blocks.0.1.0.weight is [32, 784] there and [48, 784] here" in errors[0], errors
@@ -260,7 +305,9 @@ def test_resume_with_another_model_shape_names_the_mismatched_parameter(settings
 # --- nothing outside logs/ ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("setting", [["--trainer.fast_dev_run", "2"], ["--trainer.logger", "false", "--trainer.max_steps", "2"]])
+@pytest.mark.parametrize(
+    "setting", [["--trainer.fast_dev_run", "2"], ["--trainer.logger", "false", "--trainer.max_steps", "2"]]
+)
 def test_runs_write_nothing_outside_logs(settings, tmp_path, shapes_root, setting):
     """Run from an empty working directory (the project root of a user): only logs/ may appear there."""
     project = tmp_path / "project"

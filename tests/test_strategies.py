@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, read_metrics, run_cli
 from strategy_runs import checkpoint, checkpoint_path, largest_difference, optimizer_tensors, run_ok, run_processes
+
+from conftest import ROOT, read_metrics, run_cli
 
 TOLERANCE = 1e-5
 EPOCHS = 3
@@ -59,7 +60,15 @@ def settings(tmp_path_factory, shapes_root) -> Path:
 
 
 def mlp_args(settings: Path, log_dir: Path, *extra: str) -> list[str]:
-    return ["--config", str(ROOT / "configs" / "mlp.yaml"), "--config", str(settings), "--trainer.logger.init_args.save_dir", str(log_dir), *extra]
+    return [
+        "--config",
+        str(ROOT / "configs" / "mlp.yaml"),
+        "--config",
+        str(settings),
+        "--trainer.logger.init_args.save_dir",
+        str(log_dir),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +77,22 @@ def runs(tmp_path_factory, settings) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("runs")
     logs = {name: base / name for name in ("single", "layer_split", "ddp", "pipeline")}
     run_cli("fit", mlp_args(settings, logs["single"]))
-    run_cli("fit", mlp_args(settings, logs["layer_split"], "--config", str(ROOT / "configs/strategies/layer_split.yaml")))
-    run_ok("fit", mlp_args(settings, logs["ddp"], "--trainer.strategy", "ddp", "--trainer.devices", "2", "--data.init_args.batch_size", "16"))
+    run_cli(
+        "fit", mlp_args(settings, logs["layer_split"], "--config", str(ROOT / "configs/strategies/layer_split.yaml"))
+    )
+    run_ok(
+        "fit",
+        mlp_args(
+            settings,
+            logs["ddp"],
+            "--trainer.strategy",
+            "ddp",
+            "--trainer.devices",
+            "2",
+            "--data.init_args.batch_size",
+            "16",
+        ),
+    )
     run_ok("fit", mlp_args(settings, logs["pipeline"], "--trainer.strategy", "pipeline", "--trainer.devices", "2"))
     return logs
 
@@ -82,7 +105,13 @@ def logged(log_dir: Path, key: str) -> list[float]:
 def test_strategy_matches_single_device(runs, strategy):
     single, other = runs["single"], runs[strategy]
     assert largest_difference(checkpoint(single)["state_dict"], checkpoint(other)["state_dict"]) < TOLERANCE
-    assert largest_difference(optimizer_tensors(checkpoint(single)["optimizer_states"][0]), optimizer_tensors(checkpoint(other)["optimizer_states"][0])) < TOLERANCE
+    assert (
+        largest_difference(
+            optimizer_tensors(checkpoint(single)["optimizer_states"][0]),
+            optimizer_tensors(checkpoint(other)["optimizer_states"][0]),
+        )
+        < TOLERANCE
+    )
     for key in ("val/loss", "val/acc", "val/confidence"):
         assert logged(other, key) == pytest.approx(logged(single, key), abs=TOLERANCE), key
     assert len(logged(single, "val/loss")) == EPOCHS
@@ -93,22 +122,36 @@ def test_strategy_matches_single_device(runs, strategy):
 def test_pipeline_checkpoint_holds_every_stage_like_a_single_device_one(runs):
     single, pipeline = checkpoint(runs["single"]), checkpoint(runs["pipeline"])
     assert list(pipeline["state_dict"]) == list(single["state_dict"])
-    assert pipeline["optimizer_states"][0]["param_groups"][0]["params"] == single["optimizer_states"][0]["param_groups"][0]["params"]
+    assert (
+        pipeline["optimizer_states"][0]["param_groups"][0]["params"]
+        == single["optimizer_states"][0]["param_groups"][0]["params"]
+    )
 
 
 def test_multi_process_runs_write_one_log_and_one_set_of_checkpoints(runs):
     for strategy in ("ddp", "pipeline"):
         assert [path.parent.name for path in runs[strategy].rglob("metrics.csv")] == ["version_0"]
-        assert sorted(path.name for path in runs[strategy].rglob("*.ckpt")) == [f"epoch{epoch}.ckpt" for epoch in range(EPOCHS)] + ["last.ckpt"]
+        assert sorted(path.name for path in runs[strategy].rglob("*.ckpt")) == [
+            f"epoch{epoch}.ckpt" for epoch in range(EPOCHS)
+        ] + ["last.ckpt"]
 
 
 def test_pipeline_resumes_with_another_schedule_to_the_uninterrupted_result(runs, settings, tmp_path):
     """GPipe and 1F1B run the same arithmetic, so resuming under 1F1B must land on the GPipe run's parameters."""
     resumed = tmp_path / "resumed"
-    run_ok("fit", mlp_args(
-        settings, resumed, "--config", str(ROOT / "configs/strategies/pipeline.yaml"), "--trainer.strategy.init_args.schedule", "1F1B",
-        "--ckpt_path", str(checkpoint_path(runs["pipeline"], "epoch0.ckpt")),
-    ))
+    run_ok(
+        "fit",
+        mlp_args(
+            settings,
+            resumed,
+            "--config",
+            str(ROOT / "configs/strategies/pipeline.yaml"),
+            "--trainer.strategy.init_args.schedule",
+            "1F1B",
+            "--ckpt_path",
+            str(checkpoint_path(runs["pipeline"], "epoch0.ckpt")),
+        ),
+    )
     assert largest_difference(checkpoint(resumed)["state_dict"], checkpoint(runs["pipeline"])["state_dict"]) < TOLERANCE
     assert logged(resumed, "val/loss") == pytest.approx(logged(runs["pipeline"], "val/loss")[1:], abs=TOLERANCE)
 
@@ -122,29 +165,65 @@ def test_ddp_checkpoint_resumes_in_one_process(runs, settings, tmp_path):
 
 def test_ddp_resumes_on_the_same_number_of_processes(runs, settings, tmp_path):
     resumed = tmp_path / "resumed"
-    run_ok("fit", mlp_args(
-        settings, resumed, "--trainer.strategy", "ddp", "--trainer.devices", "2", "--data.init_args.batch_size", "16",
-        "--ckpt_path", str(checkpoint_path(runs["ddp"], "epoch0.ckpt")),
-    ))
+    run_ok(
+        "fit",
+        mlp_args(
+            settings,
+            resumed,
+            "--trainer.strategy",
+            "ddp",
+            "--trainer.devices",
+            "2",
+            "--data.init_args.batch_size",
+            "16",
+            "--ckpt_path",
+            str(checkpoint_path(runs["ddp"], "epoch0.ckpt")),
+        ),
+    )
     assert largest_difference(checkpoint(resumed)["state_dict"], checkpoint(runs["ddp"])["state_dict"]) < TOLERANCE
 
 
 def test_layer_split_resumes_to_the_uninterrupted_result(runs, settings, tmp_path):
     resumed = tmp_path / "resumed"
-    run_cli("fit", mlp_args(
-        settings, resumed, "--config", str(ROOT / "configs/strategies/layer_split.yaml"),
-        "--ckpt_path", str(checkpoint_path(runs["layer_split"], "epoch0.ckpt")),
-    ))
-    assert largest_difference(checkpoint(resumed)["state_dict"], checkpoint(runs["layer_split"])["state_dict"]) < TOLERANCE
-    assert largest_difference(
-        optimizer_tensors(checkpoint(resumed)["optimizer_states"][0]), optimizer_tensors(checkpoint(runs["layer_split"])["optimizer_states"][0])
-    ) < TOLERANCE
+    run_cli(
+        "fit",
+        mlp_args(
+            settings,
+            resumed,
+            "--config",
+            str(ROOT / "configs/strategies/layer_split.yaml"),
+            "--ckpt_path",
+            str(checkpoint_path(runs["layer_split"], "epoch0.ckpt")),
+        ),
+    )
+    assert (
+        largest_difference(checkpoint(resumed)["state_dict"], checkpoint(runs["layer_split"])["state_dict"]) < TOLERANCE
+    )
+    assert (
+        largest_difference(
+            optimizer_tensors(checkpoint(resumed)["optimizer_states"][0]),
+            optimizer_tensors(checkpoint(runs["layer_split"])["optimizer_states"][0]),
+        )
+        < TOLERANCE
+    )
 
 
 def test_pipeline_test_metrics_equal_single_device_on_the_same_checkpoint(runs, settings, tmp_path):
     ckpt = str(checkpoint_path(runs["single"], "last.ckpt"))
     run_cli("test", mlp_args(settings, tmp_path / "single", "--ckpt_path", ckpt))
-    run_ok("test", mlp_args(settings, tmp_path / "pipeline", "--trainer.strategy", "pipeline", "--trainer.devices", "2", "--ckpt_path", ckpt))
+    run_ok(
+        "test",
+        mlp_args(
+            settings,
+            tmp_path / "pipeline",
+            "--trainer.strategy",
+            "pipeline",
+            "--trainer.devices",
+            "2",
+            "--ckpt_path",
+            ckpt,
+        ),
+    )
     for key in ("test/loss", "test/acc", "test/acc_top5", "test/confidence"):
         assert logged(tmp_path / "pipeline", key) == pytest.approx(logged(tmp_path / "single", key), abs=TOLERANCE), key
 
@@ -160,36 +239,95 @@ def expect_user_error(capsys, args: list[str], message: str) -> None:
 @pytest.mark.parametrize("strategy", ["layer_split", "pipeline"])
 def test_model_without_stages_is_refused(capsys, tmp_path, shapes_root, strategy):
     args = [
-        "--config", str(ROOT / "configs" / "cnn.yaml"), "--trainer.logger.init_args.save_dir", str(tmp_path),
-        "--data.init_args.root", str(shapes_root), "--data.init_args.images_per_class", "8", "--data.init_args.canvas_size", "32",
-        "--trainer.strategy", strategy, "--trainer.devices", "1",
+        "--config",
+        str(ROOT / "configs" / "cnn.yaml"),
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path),
+        "--data.init_args.root",
+        str(shapes_root),
+        "--data.init_args.images_per_class",
+        "8",
+        "--data.init_args.canvas_size",
+        "32",
+        "--trainer.strategy",
+        strategy,
+        "--trainer.devices",
+        "1",
     ]
     expect_user_error(capsys, args, "ImageClassifier does not declare stages()")
+
+
 # cookiecutter: end
 
 
 def test_layer_split_refuses_more_stages_than_devices(capsys, settings, tmp_path):
-    args = mlp_args(settings, tmp_path, "--config", str(ROOT / "configs/strategies/layer_split.yaml"), "--model.init_args.hidden_sizes", "[16, 16]", "--model.init_args.num_stages", "3")
+    args = mlp_args(
+        settings,
+        tmp_path,
+        "--config",
+        str(ROOT / "configs/strategies/layer_split.yaml"),
+        "--model.init_args.hidden_sizes",
+        "[16, 16]",
+        "--model.init_args.num_stages",
+        "3",
+    )
     expect_user_error(capsys, args, "layer_split got 2 device(s) ['cpu', 'cpu'] for a model with 3 stages")
 
 
 @pytest.mark.skipif(torch.cuda.device_count() > 1, reason="cuda:1 exists here")
 def test_layer_split_refuses_a_device_that_does_not_exist(capsys, settings, tmp_path):
-    args = mlp_args(settings, tmp_path, "--config", str(ROOT / "configs/strategies/layer_split.yaml"), "--trainer.strategy.init_args.devices", "[cpu, cuda:1]")
+    args = mlp_args(
+        settings,
+        tmp_path,
+        "--config",
+        str(ROOT / "configs/strategies/layer_split.yaml"),
+        "--trainer.strategy.init_args.devices",
+        "[cpu, cuda:1]",
+    )
     expect_user_error(capsys, args, "layer_split device 'cuda:1' does not exist")
 
 
 def test_pipeline_refuses_more_stages_than_processes(capsys, settings, tmp_path):
-    expect_user_error(capsys, mlp_args(settings, tmp_path, "--trainer.strategy", "pipeline", "--trainer.devices", "1"), "the model has 2 stages and the trainer starts 1 process(es)")
+    expect_user_error(
+        capsys,
+        mlp_args(settings, tmp_path, "--trainer.strategy", "pipeline", "--trainer.devices", "1"),
+        "the model has 2 stages and the trainer starts 1 process(es)",
+    )
 
 
 def test_pipeline_refuses_an_unknown_schedule(capsys, settings, tmp_path):
-    args = mlp_args(settings, tmp_path, "--config", str(ROOT / "configs/strategies/pipeline.yaml"), "--trainer.strategy.init_args.schedule", "zigzag")
+    args = mlp_args(
+        settings,
+        tmp_path,
+        "--config",
+        str(ROOT / "configs/strategies/pipeline.yaml"),
+        "--trainer.strategy.init_args.schedule",
+        "zigzag",
+    )
     expect_user_error(capsys, args, "pipeline schedule 'zigzag' is unknown")
 
 
 def test_pipeline_mismatch_fails_once_before_starting_processes(settings, tmp_path):
-    code, output = run_processes("fit", mlp_args(settings, tmp_path, "--trainer.strategy", "pipeline", "--trainer.devices", "2", "--model.init_args.hidden_sizes", "[16, 16]", "--model.init_args.num_stages", "3"))
+    code, output = run_processes(
+        "fit",
+        mlp_args(
+            settings,
+            tmp_path,
+            "--trainer.strategy",
+            "pipeline",
+            "--trainer.devices",
+            "2",
+            "--model.init_args.hidden_sizes",
+            "[16, 16]",
+            "--model.init_args.num_stages",
+            "3",
+        ),
+    )
     assert code == 2
-    assert output.count("error: pipeline runs one process per stage, but the model has 3 stages and the trainer starts 2 process(es)") == 1
+    assert (
+        output.count(
+            "error: pipeline runs one process per stage, but the model has 3 stages and the trainer starts 2 process(es)"
+        )
+        == 1
+    )
     assert "Initializing distributed" not in output

@@ -65,12 +65,19 @@ def read_offline_run(run_dir: Path, timeout_s: float = 60) -> OfflineRun:
     for record in records:
         kind = record.WhichOneof("record_type")
         if kind == "run":
-            run.project, run.name, run.group, run.tags = record.run.project, record.run.display_name, record.run.run_group, list(record.run.tags)
+            run.project, run.name, run.group, run.tags = (
+                record.run.project,
+                record.run.display_name,
+                record.run.run_group,
+                list(record.run.tags),
+            )
             run.config.update({item.key: json.loads(item.value_json) for item in record.run.config.update})
         elif kind == "config":
             run.config.update({item.key: json.loads(item.value_json) for item in record.config.update})
         elif kind == "history":
-            run.history.append({item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item})
+            run.history.append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
         elif kind == "artifact":
             run.artifacts.append((record.artifact.name, record.artifact.type))
     return run

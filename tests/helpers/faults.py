@@ -22,7 +22,9 @@ class SignalAtStep(Callback):
     Under the Dask launcher that is the launching client of a Dask rank.  # cookiecutter: only with dask
     """
 
-    def __init__(self, step: int, signal_name: str = "SIGTERM", rank: int = 0, whole_group: bool = False, to_parent: bool = False):
+    def __init__(
+        self, step: int, signal_name: str = "SIGTERM", rank: int = 0, whole_group: bool = False, to_parent: bool = False
+    ):
         self.step, self.signal, self.rank = step, signal.Signals[signal_name], rank
         self.whole_group, self.to_parent = whole_group, to_parent
 

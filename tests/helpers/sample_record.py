@@ -14,6 +14,9 @@ class RecordSamples(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        lines = [f"{trainer.current_epoch} {hashlib.sha1(sample.cpu().numpy().tobytes()).hexdigest()}\n" for sample in batch[0]]
+        lines = [
+            f"{trainer.current_epoch} {hashlib.sha1(sample.cpu().numpy().tobytes()).hexdigest()}\n"
+            for sample in batch[0]
+        ]
         with (self.directory / f"rank{trainer.global_rank}.txt").open("a") as handle:
             handle.writelines(lines)
