@@ -6,6 +6,7 @@ version directory in it is searched, and the resumed run is pointed at that vers
 """
 
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 VERSION_DIR = re.compile(r"version_(\d+)")
 # Loggers whose run directory is save_dir/name/version_N (or a version string).
 VERSIONED_LOGGERS = ("CSVLogger", "ContinuingCSVLogger", "TensorBoardLogger")
+# W&B's run directory is save_dir/project/<run id>; resuming passes that id, so the W&B run continues too.
+WANDB_LOGGER = "WandbLogger"
 PREFERRED = (LAST_NAME, PREVIOUS_NAME)
 
 
@@ -111,13 +114,8 @@ def find_resume_point(trainer_config) -> ResumePoint | None:
     logger = _first_logger(trainer_config)
     if not logger:
         return _in_directory(Path(trainer_config.get("default_root_dir") or ".") / "checkpoints", run_dir=None)
-    class_name = logger.class_path.rsplit(".", 1)[-1] if hasattr(logger, "class_path") else ""
-    if class_name not in VERSIONED_LOGGERS:
-        raise UserInputError(
-            f"--ckpt_path last finds runs of {', '.join(VERSIONED_LOGGERS)}, not of {class_name or logger}; pass a checkpoint path"
-        )
     init_args = logger.init_args
-    experiment = Path(init_args.get("save_dir") or ".") / (init_args.get("name") or "lightning_logs")
+    experiment = Path(init_args.get("save_dir") or ".") / _experiment_name(logger)
     runs = [path for path in experiment.iterdir() if path.is_dir()] if experiment.is_dir() else []
     # The run whose newest checkpoint is newest; damaged files fall back within that run, then to older runs.
     runs.sort(key=_newest_checkpoint_time, reverse=True)
@@ -126,6 +124,32 @@ def find_resume_point(trainer_config) -> ResumePoint | None:
         if point is not None:
             return point
     return None
+
+
+def _logger_class(logger) -> str:
+    return logger.class_path.rsplit(".", 1)[-1] if hasattr(logger, "class_path") else ""
+
+
+def _experiment_name(logger) -> str:
+    """The folder between save_dir and the run directories, as Lightning's ModelCheckpoint names it."""
+    class_name = _logger_class(logger)
+    if class_name == WANDB_LOGGER:
+        return logger.init_args.get("project") or os.environ.get("WANDB_PROJECT", "lightning_logs")
+    if class_name in VERSIONED_LOGGERS:
+        return logger.init_args.get("name") or "lightning_logs"
+    raise UserInputError(
+        f"--ckpt_path last finds runs of {', '.join((*VERSIONED_LOGGERS, WANDB_LOGGER))}, "
+        f"not of {class_name or logger}; pass a checkpoint path"
+    )
+
+
+def _continue_run(logger, run_dir: Path) -> None:
+    """Point the logger at the run directory being resumed: its version, or its W&B run id."""
+    if _logger_class(logger) == WANDB_LOGGER:
+        logger.init_args.id = run_dir.name
+        return
+    version = VERSION_DIR.fullmatch(run_dir.name)
+    logger.init_args.version = int(version.group(1)) if version else run_dir.name
 
 
 def _newest_checkpoint_time(run_dir: Path) -> float:
@@ -158,8 +182,7 @@ def resolve_last(config) -> None:
         return
     config.ckpt_path = str(point.checkpoint)
     if point.run_dir is not None:
-        version = VERSION_DIR.fullmatch(point.run_dir.name)
-        _first_logger(config.trainer).init_args.version = int(version.group(1)) if version else point.run_dir.name
+        _continue_run(_first_logger(config.trainer), point.run_dir)
         if rank_zero_only.rank == 0:
             drop_rows_from_step(point.run_dir / "metrics.csv", point.logged_steps)
     say(f"continuing from {point.checkpoint} (step {point.global_step})")

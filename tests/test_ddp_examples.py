@@ -4,11 +4,11 @@
 # cookiecutter: end
 
 # cookiecutter: only with lstm
+from types import SimpleNamespace
+
 import torch
-from lightning.pytorch.trainer.connectors.data_connector import _get_distributed_sampler
-from lightning.pytorch.trainer.states import RunningStage
-from lightning.pytorch.utilities.data import _update_dataloader
 from strategy_runs import checkpoint_path, run_ok
+from torch.utils.data import DistributedSampler
 
 from conftest import ROOT, read_metrics, small_run_args
 from datamodules.pet_names import CharWindows, PetNamesDataModule
@@ -19,18 +19,17 @@ DDP = ("--trainer.strategy", "ddp", "--trainer.devices", "2")
 
 
 # cookiecutter: only with lstm
-def test_pet_name_batches_shard_under_lightnings_distributed_sampler():
-    """Lightning swaps the sampler of the datamodule's loader; whole-batch indexing must still give each rank its own windows."""
+def test_pet_name_training_batches_shard_by_rank_without_lightnings_sampler():
+    """The resumable loader places each rank's share itself; being a DistributedSampler, Lightning keeps it."""
     positions = torch.arange(1003)
-    datamodule = PetNamesDataModule(batch_size=64)
-    loader = datamodule._loader(CharWindows(positions[:, None], positions[:, None]), shuffle=True)
     per_rank = []
     for rank in range(2):
-        sampler = _get_distributed_sampler(
-            loader, shuffle=True, overfit_batches=0, mode=RunningStage.TRAINING, num_replicas=2, rank=rank
-        )
-        sharded = _update_dataloader(loader, sampler, RunningStage.TRAINING)
-        batches = list(sharded)
+        datamodule = PetNamesDataModule(batch_size=64)
+        placement = {"num_replicas": 2, "rank": rank}
+        datamodule.trainer = SimpleNamespace(strategy=SimpleNamespace(distributed_sampler_kwargs=placement))
+        loader = datamodule._loader(CharWindows(positions[:, None], positions[:, None]), shuffle=True)
+        assert isinstance(loader.sampler, DistributedSampler)  # so Lightning's _requires_distributed_sampler is False
+        batches = list(loader)
         assert all(inputs.shape[1] == 1 and inputs.dtype == torch.long for inputs, _ in batches)
         per_rank.append(torch.cat([inputs[:, 0] for inputs, _ in batches]).tolist())
     assert len(per_rank[0]) == len(per_rank[1]) == 502  # 1003 windows, one repeated to even the ranks out

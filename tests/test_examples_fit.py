@@ -7,6 +7,7 @@ import pytest
 from conftest import EXAMPLE_CONFIGS, last_value, read_metrics, run_cli, small_run_args
 
 EXPECTED_METRICS = {
+    # cookiecutter: only with cnn
     "cnn.yaml": [
         "train/loss",
         "train/acc",
@@ -15,7 +16,8 @@ EXPECTED_METRICS = {
         "val/acc_top5",
         "val/confidence",
         "lr-Adam",
-    ],  # cookiecutter: only with cnn
+    ],
+    # cookiecutter: end
     "mlp.yaml": ["train/loss", "train/acc", "val/loss", "val/acc", "val/confidence"],  # cookiecutter: only with mlp
     "lstm.yaml": ["train/loss", "train/perplexity", "val/loss", "val/perplexity"],  # cookiecutter: only with lstm
 }

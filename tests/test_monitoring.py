@@ -106,6 +106,7 @@ def wandb_offline(monkeypatch):
 
 
 EXPECTED_WANDB_KEYS = {
+    # cookiecutter: only with cnn
     "cnn.yaml": [
         "train/loss",
         "lr-Adam",
@@ -113,14 +114,18 @@ EXPECTED_WANDB_KEYS = {
         "val/acc",
         "examples/example_images/_type",
         "train_predictions/_type",
-    ],  # cookiecutter: only with cnn
+    ],
+    # cookiecutter: end
+    # cookiecutter: only with lstm
     "lstm.yaml": [
         "train/loss",
         "lr-Adam",
         "train/epoch",
         "val/perplexity",
         "generated_names/_type",
-    ],  # cookiecutter: only with lstm
+    ],
+    # cookiecutter: end
+    # cookiecutter: only with mlp
     "mlp.yaml": [
         "train/loss",
         "lr-Adam",
@@ -128,7 +133,8 @@ EXPECTED_WANDB_KEYS = {
         "train/epoch_loss",
         "val/acc",
         "val/confusion_matrix/_type",
-    ],  # cookiecutter: only with mlp
+    ],
+    # cookiecutter: end
 }
 
 

@@ -315,4 +315,4 @@ def test_runs_write_nothing_outside_logs(settings, tmp_path, shapes_root, settin
     args = ["--config", str(ROOT / "configs" / "mlp.yaml"), "--config", str(settings), *setting]
     code, output = run_processes("fit", args, cwd=project)
     assert code == 0, output[-3000:]
-    assert sorted(path.name for path in project.iterdir()) == ["logs"]
+    assert {path.name for path in project.iterdir()} <= {"logs"}  # fast_dev_run writes nothing at all
