@@ -9,13 +9,15 @@ import sys
 
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 # cookiecutter: only with mlp
 import strategies  # noqa: F401  (registers --trainer.strategy layer_split and pipeline)
 from callbacks.config_to_loggers import SaveConfigToLoggers
 
 # cookiecutter: end
-from errors import find_user_error, lost_peer, one_line
+from errors import UserInputError, find_user_error, lost_peer, one_line
+from errors.options import ShortErrorParser
 from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
 from resume.atomic_io import AtomicCheckpointIO
 from resume.latest import check_fits, resolve_last
@@ -38,6 +40,7 @@ class TemplateCLI(LightningCLI):
         settings = dict(
             subclass_mode_model=True,
             subclass_mode_data=True,
+            parser_class=ShortErrorParser,
             auto_configure_optimizers=False,
             save_config_callback=SaveConfigToLoggers,
             save_config_kwargs={"overwrite": False},
@@ -67,7 +70,10 @@ class TemplateCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         """Every run writes checkpoints atomically, unless the config chose its own CheckpointIO plugin."""
-        trainer = super().instantiate_trainer(**kwargs)
+        try:
+            trainer = super().instantiate_trainer(**kwargs)
+        except (ValueError, MisconfigurationException) as error:  # Lightning's words for a setting it rejects
+            raise UserInputError(f"invalid trainer settings: {one_line(error)}") from error
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         return trainer

@@ -116,13 +116,16 @@ def main() -> None:
             )
     print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, medians of {args.repeats} repeats\n")
     print(
-        "| logger | epoch without media (s) | epoch with images + table rows (s) | epoch overhead (per-repeat range) | time in media callbacks during the epoch | table + artifact when fitting ends (s) |"
+        "| logger | epoch without media (s) | epoch with images + table rows (s) | epoch overhead "
+        "(per-repeat range) | time in media callbacks during the epoch | table + artifact when fitting ends "
+        "(s) |"
     )
     print("|---|---:|---:|---:|---:|---:|")
     for logger, plain, media, overheads, in_epoch, at_end in rows:
         spread = f"{100 * min(overheads):+.1f} to {100 * max(overheads):+.1f}%"
         print(
-            f"| {logger} | {plain:.2f} | {media:.2f} | {100 * statistics.median(overheads):+.1f}% ({spread}) | {100 * in_epoch:.1f}% | {at_end:.2f} |"
+            f"| {logger} | {plain:.2f} | {media:.2f} | {100 * statistics.median(overheads):+.1f}% ({spread}) "
+            f"| {100 * in_epoch:.1f}% | {at_end:.2f} |"
         )
 
 

@@ -274,7 +274,10 @@ def main() -> None:
                 interference, seconds = min(attempts)
                 step_seconds[case].append(seconds)
                 print(
-                    f"repeat {repeat + 1}/{args.repeats} {case}: {seconds:.3f} s per step ({interference:.0%} of the cores used by others, attempt {len(attempts)})",
+                    (
+                        f"repeat {repeat + 1}/{args.repeats} {case}: {seconds:.3f} s per step ({interference:.0%} "
+                        f"of the cores used by others, attempt {len(attempts)})"
+                    ),
                     flush=True,
                 )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
@@ -286,7 +289,8 @@ def main() -> None:
 
     ideal = 2 * MICROBATCHES / (MICROBATCHES + 1)
     print(
-        f"\n(a) wide staged MLP, batch {MLP_BATCH}, 2 stages; one thread per process; medians of {args.repeats} runs x {args.steps} steps\n"
+        f"\n(a) wide staged MLP, batch {MLP_BATCH}, 2 stages; one thread per process; medians of "
+        f"{args.repeats} runs x {args.steps} steps\n"
     )
     print("| setup | processes x threads | samples/s | vs naive split (median of per-repeat ratios) |")
     print("|---|---|---|---|")
@@ -298,14 +302,16 @@ def main() -> None:
     )
 
     print(
-        f"\n(b) resnet18 on {CNN_IMAGE[1]}x{CNN_IMAGE[2]} images, batch {CNN_BATCH} per process; one thread per process\n"
+        f"\n(b) resnet18 on {CNN_IMAGE[1]}x{CNN_IMAGE[2]} images, batch {CNN_BATCH} per process; one thread "
+        "per process\n"
     )
     print("| setup | samples/s (all processes) | samples/s per process | efficiency (median of per-repeat ratios) |")
     print("|---|---|---|---|")
     for case, (label, processes) in DDP_CASES.items():
         per_process = CNN_BATCH / median[case]
         print(
-            f"| {label} x 1 thread | {per_process * processes:.1f} | {per_process:.1f} | {paired_speedup('cnn_single', case):.0%} |"
+            f"| {label} x 1 thread | {per_process * processes:.1f} | {per_process:.1f} | "
+            f"{paired_speedup('cnn_single', case):.0%} |"
         )
 
 

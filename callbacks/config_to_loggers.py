@@ -1,4 +1,5 @@
-"""Saves the resolved config next to the logs (LightningCLI's default) and hands it to loggers that keep a run config."""
+"""Saves the resolved config next to the logs (LightningCLI's default) and hands it to loggers that keep a run
+config."""
 
 from pathlib import Path
 

@@ -1,4 +1,5 @@
-"""Logs `train/epoch` as a fraction (epoch + batch/batches per epoch), as the reference tutorials' dashboards plot it."""
+"""Logs `train/epoch` as a fraction (epoch + batch/batches per epoch), as the reference tutorials' dashboards plot
+it."""
 
 from lightning.pytorch import Callback
 

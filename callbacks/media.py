@@ -56,7 +56,8 @@ def log_images(trainer: Trainer, key: str, images: torch.Tensor, caption: str) -
 def log_table(
     trainer: Trainer, key: str, columns: list[str], rows: list[list], artifact_type: str | None = None
 ) -> None:
-    """Log rows whose cells are numbers, strings or image tensors; `artifact_type` names the kind of a versioned copy."""
+    """Log rows whose cells are numbers, strings or image tensors; `artifact_type` names the kind of a versioned
+    copy."""
     # cookiecutter: only with wandb
     wandb_loggers = _wandb_loggers(trainer)
     if wandb_loggers:

@@ -74,7 +74,8 @@ class JobRequest:
 
     @property
     def pods(self) -> int:
-        """Run:ai and the operator both start the master as one more pod than the workers; an elastic job has workers only."""
+        """Run:ai and the operator both start the master as one more pod than the workers; an elastic job has workers
+        only."""
         return self.workers if self.elastic else self.workers + 1
 
     @property
@@ -92,7 +93,8 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _OneLineErrorParser(
         prog="python -m cluster.pytorchjob",
-        description="Write a Kubeflow PyTorchJob (1 master + N workers running cli.py fit) and print the Run:ai equivalents. "
+        description="Write a Kubeflow PyTorchJob (1 master + N workers running cli.py fit) and print the Run:ai "
+        "equivalents. "
         "Arguments after `--` are passed on to cli.py fit.",
     )
     parser.add_argument("--name", required=True, help="job name: lower-case letters, digits and '-'")
@@ -108,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     pods.add_argument(
         "--elastic",
         metavar="MIN:MAX",
-        help="MAX worker pods and no master; torchrun trains with as many as are up (at least MIN) and restarts its processes when one fails",
+        help="MAX worker pods and no master; torchrun trains with as many as are up (at least MIN) and restarts "
+        "its processes when one fails",
     )
     parser.add_argument(
         "--config", required=True, help="config path relative to the project root, e.g. configs/EXAMPLE.yaml"
@@ -125,7 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--restart-policy",
         choices=RESTART_POLICIES,
-        help="default ExitCode: restart pods that exit 128+n (killed, preempted, lost peer), fail on 1-127 (bug, bad input); OnFailure with --elastic",
+        help="default ExitCode: restart pods that exit 128+n (killed, preempted, lost peer), fail on 1-127 (bug, "
+        "bad input); OnFailure with --elastic",
     )
     parser.add_argument(
         "--backoff-limit",
@@ -138,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=5.0,
         metavar="MINUTES",
-        help="how long a collective or the start-up rendezvous waits for a lost or late pod before it fails (default 5; torch's is 30)",
+        help="how long a collective or the start-up rendezvous waits for a lost or late pod before it fails "
+        "(default 5; torch's is 30)",
     )
     parser.add_argument(
         "--max-restarts", type=int, help="with --elastic: restarts of the training processes by torchrun (default 3)"
@@ -148,7 +153,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="CLAIM:PATH",
-        help=f"mount an existing PersistentVolumeClaim in every pod (repeatable); e.g. results:{IMAGE_WORKDIR}/logs keeps the master's logs and checkpoints after its pod is gone",
+        help="mount an existing PersistentVolumeClaim in every pod (repeatable); e.g. "
+        f"results:{IMAGE_WORKDIR}/logs keeps the master's logs and checkpoints after its pod is gone",
     )
     parser.add_argument(
         "--output",
@@ -166,7 +172,8 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
 
     if not DNS_LABEL.fullmatch(args.name):
         raise UserInputError(
-            f"--name {args.name!r} must be lower-case letters, digits and '-', starting with a letter and not ending with '-'"
+            f"--name {args.name!r} must be lower-case letters, digits and '-', starting with a letter and not "
+            "ending with '-'"
         )
     elastic = _elastic_range(args.elastic) if args.elastic is not None else None
     workers = elastic[1] if elastic else args.workers
@@ -177,7 +184,8 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
         )
     if not args.image.strip() or any(character.isspace() for character in args.image):
         raise UserInputError(
-            f"--image {args.image!r} is not an image name; give the pushed image, e.g. registry.example.com/template:0.1"
+            f"--image {args.image!r} is not an image name; give the pushed image, e.g. "
+            "registry.example.com/template:0.1"
         )
     if workers < 1:
         raise UserInputError(
@@ -188,7 +196,8 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     accelerator = args.accelerator or ("gpu" if args.gpus_per_pod else "cpu")
     if accelerator == "cpu" and args.gpus_per_pod:
         raise UserInputError(
-            f"--accelerator cpu trains on CPU only but --gpus-per-pod {args.gpus_per_pod} requests GPUs; drop one of them"
+            f"--accelerator cpu trains on CPU only but --gpus-per-pod {args.gpus_per_pod} requests GPUs; drop "
+            "one of them"
         )
     if accelerator == "gpu" and not args.gpus_per_pod:
         raise UserInputError("--accelerator gpu needs --gpus-per-pod 1 or more")
@@ -197,7 +206,8 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     nproc_per_node = args.nproc_per_node or max(args.gpus_per_pod, 1)
     if args.gpus_per_pod and nproc_per_node != args.gpus_per_pod:
         raise UserInputError(
-            f"DDP runs one process per GPU: --nproc-per-node {nproc_per_node} must equal --gpus-per-pod {args.gpus_per_pod}"
+            f"DDP runs one process per GPU: --nproc-per-node {nproc_per_node} must equal --gpus-per-pod "
+            f"{args.gpus_per_pod}"
         )
     if args.cpu is not None and args.cpu <= 0:
         raise UserInputError(f"--cpu must be a positive number of cores, got {args.cpu:g}")
@@ -206,14 +216,16 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     config = Path(args.config)
     if config.is_absolute() or not config.is_file():
         raise UserInputError(
-            f"--config {args.config!r} must be an existing file given relative to the project root (the image holds the project at {IMAGE_WORKDIR})"
+            f"--config {args.config!r} must be an existing file given relative to the project root (the image "
+            f"holds the project at {IMAGE_WORKDIR})"
         )
     volume_claims = tuple(_volume_claim(value) for value in args.pvc)
     for override in overrides:
         flag = override.split("=", 1)[0].rstrip("+")
         if flag in DERIVED_TRAINER_FLAGS:
             raise UserInputError(
-                f"{flag} is set from --workers, --gpus-per-pod, --nproc-per-node and --accelerator; do not override it after `--`"
+                f"{flag} is set from --workers, --gpus-per-pod, --nproc-per-node and --accelerator; do not "
+                "override it after `--`"
             )
         if flag == RESUME[0]:
             raise UserInputError(
@@ -221,9 +233,11 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
             )
     restart_policy = args.restart_policy or ("OnFailure" if elastic else "ExitCode")
     if elastic and restart_policy == "ExitCode":
-        # Measured: killing the agent that hosts the c10d rendezvous (worker-0) makes every other agent exit 1 within seconds.
+        # Measured: killing the agent that hosts the c10d rendezvous (worker-0) makes every other agent exit 1 within
+        # seconds.
         raise UserInputError(
-            "--elastic cannot use --restart-policy ExitCode: losing worker-0, which hosts the rendezvous, makes the other pods exit 1, which ExitCode never restarts"
+            "--elastic cannot use --restart-policy ExitCode: losing worker-0, which hosts the rendezvous, "
+            "makes the other pods exit 1, which ExitCode never restarts"
         )
     if args.backoff_limit < 0:
         raise UserInputError(f"--backoff-limit must be 0 or more, got {args.backoff_limit}")
@@ -269,7 +283,8 @@ def _volume_claim(value: str) -> tuple[str, str]:
     claim, _, path = value.partition(":")
     if not CLAIM_NAME.fullmatch(claim) or not path.startswith("/"):
         raise UserInputError(
-            f"--pvc {value!r} must be CLAIM:PATH, an existing claim's name and an absolute mount path, e.g. results:{IMAGE_WORKDIR}/logs"
+            f"--pvc {value!r} must be CLAIM:PATH, an existing claim's name and an absolute mount path, e.g. "
+            f"results:{IMAGE_WORKDIR}/logs"
         )
     return claim, path
 
@@ -322,7 +337,8 @@ def training_command(request: JobRequest) -> list[str]:
 
 
 def logs_dir(request: JobRequest) -> str:
-    """Where rank 0 writes logs and checkpoints inside the pod: the logger's save_dir from the overrides or the config."""
+    """Where rank 0 writes logs and checkpoints inside the pod: the logger's save_dir from the overrides or the
+    config."""
     save_dir = None
     for at, override in enumerate(request.overrides):
         flag, equals, value = override.partition("=")
@@ -345,7 +361,10 @@ def resume_warning(request: JobRequest) -> str | None:
         for _, path in request.volume_claims
     ):
         return None
-    return f"warning: no --pvc is mounted at {directory}, where checkpoints are written: a restarted pod will train from step 0 (add e.g. --pvc results:{directory})"
+    return (
+        f"warning: no --pvc is mounted at {directory}, where checkpoints are written: "
+        f"a restarted pod will train from step 0 (add e.g. --pvc results:{directory})"
+    )
 
 
 def pod_resources(request: JobRequest) -> dict[str, int | str]:
@@ -457,14 +476,16 @@ def main(argv: list[str] | None = None) -> None:
     if request.elastic:
         low, high = request.elastic
         summary = (
-            f"# {request.name}: {high} worker pods, training with {low} to {high} of them x {request.nproc_per_node} process(es); "
+            f"# {request.name}: {high} worker pods, training with {low} to {high} of them x "
+            f"{request.nproc_per_node} process(es); "
             f"torchrun restarts the processes up to {request.max_restarts} times\n"
             "# Run:ai: not generated for --elastic (its CLI does not set the operator's rendezvous endpoint)\n"
         )
     else:
         runai_v1, runai_v2 = runai_commands(request)
         summary = (
-            f"# {request.name}: 1 master + {request.workers} worker(s) = {request.pods} pods x {request.nproc_per_node} "
+            f"# {request.name}: 1 master + {request.workers} worker(s) = {request.pods} pods x "
+            f"{request.nproc_per_node} "
             f"process(es) = world size {request.world_size}\n"
             f"# Run:ai CLI v1:\n{runai_v1}\n# Run:ai CLI v2:\n{runai_v2}\n"
         )

@@ -29,7 +29,8 @@ class FashionMNISTDataModule(SplitsDataModule):
         Args:
             root: folder that holds (or will hold) `FashionMNIST/raw`.
             download: fetch the data into `root` when missing (needs network access).
-            val_fraction: share of the 60,000 training images held out for validation; the test split is the official one.
+            val_fraction: share of the 60,000 training images held out for validation; the test split is the official
+            one.
         """
         super().__init__()
         if not 0 < val_fraction < 1:
@@ -45,7 +46,8 @@ class FashionMNISTDataModule(SplitsDataModule):
                     FashionMNIST(root, train=train, download=True)
         elif not (root / "FashionMNIST" / "raw").is_dir():
             raise UserInputError(
-                f"FashionMNIST not found in {root / 'FashionMNIST' / 'raw'}; set --data.init_args.download true on a machine with "
+                f"FashionMNIST not found in {root / 'FashionMNIST' / 'raw'}; set --data.init_args.download "
+                "true on a machine with "
                 "network access, or copy the files there and point --data.init_args.root at the parent folder"
             )
 

@@ -74,7 +74,8 @@ class ImageFolderDataModule(SplitsDataModule):
         if not root.is_dir():
             hint = f"{self.hparams.how_to_get.rstrip('.')}, then " if self.hparams.how_to_get else ""
             raise UserInputError(
-                f"image folder {root} does not exist; {hint}point --data.init_args.root at a folder with one sub-folder of images per class"
+                f"image folder {root} does not exist; {hint}point --data.init_args.root at a folder with one "
+                "sub-folder of images per class"
             )
         found = sorted(entry.name for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
         if not found:
@@ -132,7 +133,8 @@ class ImageFolderDataModule(SplitsDataModule):
         num_train = round(len(order) * self.hparams.train_fraction)
         if num_train == 0 or num_train == len(order):
             raise UserInputError(
-                f"image folder {self.image_root} has {len(order)} images, too few to split with train_fraction {self.hparams.train_fraction}"
+                f"image folder {self.image_root} has {len(order)} images, too few to split with "
+                f"train_fraction {self.hparams.train_fraction}"
             )
         self.train_set = Subset(train_images, order[:num_train])
         self.val_set = Subset(val_images, order[num_train:])

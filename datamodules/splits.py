@@ -7,7 +7,8 @@ from resume.data_order import resumable_loader
 
 
 class SplitsDataModule(LightningDataModule):
-    """Expects `batch_size` and `num_workers` hyper-parameters; tests on `test_set`, or on `val_set` when there is none."""
+    """Expects `batch_size` and `num_workers` hyper-parameters; tests on `test_set`, or on `val_set` when there is
+    none."""
 
     train_set: Dataset | None = None
     val_set: Dataset | None = None

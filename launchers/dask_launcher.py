@@ -37,7 +37,7 @@ from errors import UserInputError, find_user_error, one_line
 from launchers import DaskOptions
 from launchers.dask_worker import DaskRankEnvironment, MetricsToClient, as_list, class_path, run_rank
 from resume.checkpoint import keep_as_previous
-from resume.latest import VERSIONED_LOGGERS
+from resume.latest import RUN_FOLDERS
 from resume.preemption import STOP_SIGNALS, Preempted, restore_handlers
 
 log = logging.getLogger(__name__)
@@ -408,7 +408,8 @@ def pin_run_version(resolved: dict, output_root: Path) -> None:
     """Fix the run's version directory before the ranks start, so checkpoints they send land in the right place."""
     loggers = as_list(resolved["trainer"].get("logger"))
     logger = loggers[0] if loggers and isinstance(loggers[0], dict) else None
-    if logger is None or logger["class_path"].rsplit(".", 1)[-1] not in VERSIONED_LOGGERS:
+    run_argument = RUN_FOLDERS.get(logger["class_path"].rsplit(".", 1)[-1], (None,))[-1] if logger else None
+    if run_argument != "version":  # numbered run folders only; a W&B run gets its id from W&B
         return
     init_args = logger.setdefault("init_args", {})
     if init_args.get("version") is None:  # not resumed (`--ckpt_path last` sets the version it continues)

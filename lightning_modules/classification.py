@@ -21,7 +21,8 @@ def _accuracy_metrics(num_classes: int) -> MetricCollection:
 class ClassificationModule(LightningModule):
     """Trains `self.network` (set by the subclass) with cross-entropy.
 
-    Logs `train/loss` (per step), `train/epoch_loss` (epoch mean), `train/acc`, `val/loss`, `val/acc`, `val/acc_top5` (five or more
+    Logs `train/loss` (per step), `train/epoch_loss` (epoch mean), `train/acc`, `val/loss`, `val/acc`, `val/acc_top5`
+    (five or more
     classes), `val/confidence` (mean softmax probability of the predicted class) and the same
     under `test/`. One metric object per stage, so the stages never mix their state. The
     steps return their logits so callbacks (prediction tables, confusion matrix) need not

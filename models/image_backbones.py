@@ -9,12 +9,14 @@ from errors import UserInputError, explained_download
 
 
 def build_backbone(name: str, num_classes: int, pretrained: bool) -> nn.Module:
-    """A torchvision classifier with a `num_classes` head; pretrained weights only from a local cache or a quick download."""
+    """A torchvision classifier with a `num_classes` head; pretrained weights only from a local cache or a quick
+    download."""
     from torchvision import models
 
     if name not in models.list_models(module=models):
         raise UserInputError(
-            f"unknown backbone {name!r}; torchvision classifiers include resnet18, resnet50, mobilenet_v3_small, efficientnet_b0"
+            f"unknown backbone {name!r}; torchvision classifiers include resnet18, resnet50, "
+            "mobilenet_v3_small, efficientnet_b0"
         )
     if not pretrained:
         return models.get_model(name, weights=None, num_classes=num_classes)

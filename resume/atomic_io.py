@@ -13,7 +13,8 @@ PARTIAL_SUFFIX = ".partial"
 
 
 def partial_path(path: Path) -> Path:
-    """Where a checkpoint is written before it is renamed into place: hidden, in the same directory (same filesystem)."""
+    """Where a checkpoint is written before it is renamed into place: hidden, in the same directory (same
+    filesystem)."""
     return path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
 
 

@@ -22,10 +22,15 @@ from resume.csv_logger import drop_rows_from_step
 log = logging.getLogger(__name__)
 
 VERSION_DIR = re.compile(r"version_(\d+)")
-# Loggers whose run directory is save_dir/name/version_N (or a version string).
-VERSIONED_LOGGERS = ("CSVLogger", "ContinuingCSVLogger", "TensorBoardLogger")
-# W&B's run directory is save_dir/project/<run id>; resuming passes that id, so the W&B run continues too.
-WANDB_LOGGER = "WandbLogger"
+# Loggers whose runs live in save_dir/<experiment>/<run>, as Lightning's ModelCheckpoint places them: the init
+# argument naming the experiment (its fallback environment variable), and the one naming the run, which a resumed
+# run is given so that the logger continues that run.
+RUN_FOLDERS = {
+    "CSVLogger": ("name", None, "version"),
+    "ContinuingCSVLogger": ("name", None, "version"),
+    "TensorBoardLogger": ("name", None, "version"),
+    "WandbLogger": ("project", "WANDB_PROJECT", "id"),  # cookiecutter: only with wandb
+}
 PREFERRED = (LAST_NAME, PREVIOUS_NAME)
 
 
@@ -130,26 +135,28 @@ def _logger_class(logger) -> str:
     return logger.class_path.rsplit(".", 1)[-1] if hasattr(logger, "class_path") else ""
 
 
-def _experiment_name(logger) -> str:
-    """The folder between save_dir and the run directories, as Lightning's ModelCheckpoint names it."""
+def _run_folders(logger) -> tuple[str, str | None, str]:
     class_name = _logger_class(logger)
-    if class_name == WANDB_LOGGER:
-        return logger.init_args.get("project") or os.environ.get("WANDB_PROJECT", "lightning_logs")
-    if class_name in VERSIONED_LOGGERS:
-        return logger.init_args.get("name") or "lightning_logs"
-    raise UserInputError(
-        f"--ckpt_path last finds runs of {', '.join((*VERSIONED_LOGGERS, WANDB_LOGGER))}, "
-        f"not of {class_name or logger}; pass a checkpoint path"
-    )
+    if class_name not in RUN_FOLDERS:
+        raise UserInputError(
+            f"--ckpt_path last finds runs of {', '.join(RUN_FOLDERS)}, not of {class_name or logger}; "
+            "pass a checkpoint path"
+        )
+    return RUN_FOLDERS[class_name]
+
+
+def _experiment_name(logger) -> str:
+    """The folder between save_dir and the run folders."""
+    argument, environment_variable, _ = _run_folders(logger)
+    fallback = os.environ.get(environment_variable, "lightning_logs") if environment_variable else "lightning_logs"
+    return logger.init_args.get(argument) or fallback
 
 
 def _continue_run(logger, run_dir: Path) -> None:
-    """Point the logger at the run directory being resumed: its version, or its W&B run id."""
-    if _logger_class(logger) == WANDB_LOGGER:
-        logger.init_args.id = run_dir.name
-        return
+    """Point the logger at the run folder being resumed."""
+    *_, argument = _run_folders(logger)
     version = VERSION_DIR.fullmatch(run_dir.name)
-    logger.init_args.version = int(version.group(1)) if version else run_dir.name
+    logger.init_args[argument] = int(version.group(1)) if version and argument == "version" else run_dir.name
 
 
 def _newest_checkpoint_time(run_dir: Path) -> float:

@@ -1,4 +1,5 @@
-"""SIGTERM (a pod or node being reclaimed) or SIGINT (Ctrl-C) becomes: every rank checkpoints at the next step, then exits 143."""
+"""SIGTERM (a pod or node being reclaimed) or SIGINT (Ctrl-C) becomes: every rank checkpoints at the next step, then
+exits 143."""
 
 import signal
 import threading
@@ -39,7 +40,8 @@ def clear_stop_request() -> None:
 
 
 def install_stop_handlers() -> dict:
-    """Make SIGTERM and SIGINT request a stop instead of killing; must run on the main thread. Returns the old handlers."""
+    """Make SIGTERM and SIGINT request a stop instead of killing; must run on the main thread. Returns the old
+    handlers."""
     return {signum: signal.signal(signum, request_stop) for signum in STOP_SIGNALS}
 
 

@@ -71,8 +71,9 @@ class RandomState(Callback):
             return
         if len(states) != trainer.world_size:
             rank_zero_warn(
-                f"the checkpoint holds the random state of {len(states)} process(es), this run has {trainer.world_size}: "
-                "random draws (dropout, sampling) continue from the run's seed instead, so the result is not bit-identical"
+                f"the checkpoint holds the random state of {len(states)} process(es), this run has "
+                f"{trainer.world_size}: random draws (dropout, sampling) continue from the run's seed instead, "
+                "so the result is not bit-identical"
             )
             return
         restore_states(states[trainer.global_rank])

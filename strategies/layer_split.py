@@ -30,7 +30,8 @@ def existing_device(name: str) -> torch.device:
         index = 0 if device.index is None else device.index
         if index >= count:
             raise UserInputError(
-                f"layer_split device {name!r} does not exist: this machine has {count} CUDA device(s); list existing devices or leave devices unset"
+                f"layer_split device {name!r} does not exist: this machine has {count} CUDA device(s); list "
+                "existing devices or leave devices unset"
             )
     elif device.type == "mps" and not torch.backends.mps.is_available():
         raise UserInputError(f"layer_split device {name!r} does not exist on this machine")
@@ -73,7 +74,8 @@ class LayerSplitStrategy(SingleDeviceStrategy):
         )
         if len(stages) != len(devices):
             raise UserInputError(
-                f"layer_split got {len(devices)} device(s) {[str(d) for d in devices]} for a model with {len(stages)} stages; "
+                f"layer_split got {len(devices)} device(s) {[str(d) for d in devices]} for a model with "
+                f"{len(stages)} stages; "
                 "list one device per stage or change the model's number of stages"
             )
         accelerator_type = (
@@ -85,7 +87,8 @@ class LayerSplitStrategy(SingleDeviceStrategy):
         )
         if accelerator_type is not None and devices[-1].type != accelerator_type:
             raise UserInputError(
-                f"layer_split puts the last stage (and the loss) on {devices[-1]}, but the trainer runs on {accelerator_type}; "
+                f"layer_split puts the last stage (and the loss) on {devices[-1]}, but the trainer runs on "
+                f"{accelerator_type}; "
                 f"make the last device a {accelerator_type} device or set --trainer.accelerator {devices[-1].type}"
             )
         self._stages, self.stage_devices = stages, devices
@@ -97,8 +100,10 @@ class LayerSplitStrategy(SingleDeviceStrategy):
             available = torch.cuda.device_count()
             if available < num_stages:
                 raise UserInputError(
-                    f"layer_split puts each of the model's {num_stages} stages on its own GPU by default, but this machine has {available}; "
-                    "list the devices in the strategy's devices (e.g. [cuda:0, cuda:0]) or change the model's number of stages"
+                    f"layer_split puts each of the model's {num_stages} stages on its own GPU by default, but "
+                    f"this machine has {available}; "
+                    "list the devices in the strategy's devices (e.g. [cuda:0, cuda:0]) or change the "
+                    "model's number of stages"
                 )
             return [torch.device("cuda", index) for index in range(num_stages)]
         if isinstance(self.accelerator, CPUAccelerator):

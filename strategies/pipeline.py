@@ -264,7 +264,8 @@ class PipelineStrategy(DDPStrategy):
             pipeline_loss, module_loss.detach().to(pipeline_loss), rtol=LOSS_FN_TOLERANCE, atol=1e-6
         ):
             raise UserInputError(
-                f"the pipeline's loss_fn gives {pipeline_loss.item():.6f} but training_step computes {module_loss.item():.6f} "
+                f"the pipeline's loss_fn gives {pipeline_loss.item():.6f} but training_step computes "
+                f"{module_loss.item():.6f} "
                 "from the same outputs; set the strategy's loss_fn to the loss training_step uses"
             )
 

@@ -18,7 +18,8 @@ def model_stages(module: nn.Module, strategy_name: str) -> list[nn.Module]:
     if not isinstance(module, StagedModel):
         raise UserInputError(
             f"{type(module).__name__} does not declare stages(), so the {strategy_name} strategy cannot split it; "
-            "use a model that implements models.staged.StagedModel (e.g. lightning_modules.mlp_classifier.MLPClassifier) "
+            "use a model that implements models.staged.StagedModel (e.g. "
+            "lightning_modules.mlp_classifier.MLPClassifier) "
             "or --trainer.strategy ddp"
         )
     stages = list(module.stages())
@@ -52,7 +53,8 @@ class StageElsewhere(nn.Module):
 
     def forward(self, *args, **kwargs):
         raise RuntimeError(
-            f"stage {self.index} lives in {self.location}; the strategy runs the stages, so the model's own forward cannot"
+            f"stage {self.index} lives in {self.location}; the strategy runs the stages, so the model's own "
+            "forward cannot"
         )
 
     def extra_repr(self) -> str:

@@ -148,7 +148,8 @@ def evaluate(condition: str, truth: dict[str, bool], where: str) -> bool:
 
 
 def marker_patterns(path: Path) -> tuple[re.Pattern, re.Pattern, re.Pattern | None] | None:
-    """(block start, block end, end-of-line or None) marker patterns in the file's comment syntax, or None for other files."""
+    """(block start, block end, end-of-line or None) marker patterns in the file's comment syntax, or None for other
+    files."""
     if path.suffix == ".md":
         opening, closing = r"<!--", r"\s*-->"
     elif path.suffix in HASH_COMMENTS or path.name in WHOLE_LINE_COMMENTS_ONLY:

@@ -41,9 +41,38 @@ def write_images(folder, count: int) -> None:
 
 
 @pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
-def test_unknown_config_key(config, tmp_path, capsys):
+def test_unknown_option_is_short_and_suggests_the_closest(config, tmp_path, capsys):
     error = failing_run(capsys, "fit", small_run_args(config, tmp_path) + ["--trainer.max_epochz", "1"])
-    assert "max_epochz" in error
+    first, second = error.splitlines()  # not the 60 lines of usage
+    assert first.startswith("error: unknown option --trainer.max_epochz; did you mean --trainer.max_epochs")
+    assert second == "all options: cli.py fit --help"
+
+
+def test_unknown_key_in_a_config_file_names_the_key(tmp_path, capsys):
+    config_file = tmp_path / "mine.yaml"
+    config_file.write_text("trainer:\n  max_stepz: 3\n")
+    error = failing_run(capsys, "fit", small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--config", str(config_file)])
+    assert error.splitlines()[0].startswith("error: unknown config key trainer.max_stepz")
+    assert "did you mean --trainer.max_steps" in error and len(error.splitlines()) <= 10
+
+
+def test_unknown_argument_of_the_data_class_suggests_its_own_arguments(tmp_path, capsys):
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--data.init_args.batch_sise", "3"]
+    error = failing_run(capsys, "fit", args)
+    assert "has no argument batch_sise" in error and "did you mean --data.init_args.batch_size?" in error
+    assert len(error.splitlines()) <= 10
+
+
+def test_invalid_trainer_setting_is_one_line(tmp_path, capsys):
+    error = failing_run(capsys, "fit", small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--trainer.strategy", "nope"])
+    assert error.startswith("error: invalid trainer settings:") and "nope" in error and len(error.splitlines()) == 1
+
+
+def test_help_still_lists_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", ["--help"])
+    assert exit_info.value.code == 0
+    assert "--trainer.max_steps" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
@@ -59,9 +88,9 @@ def test_missing_names_file(tmp_path, capsys):
         "fit",
         small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "nope.txt")],
     )
-    assert (
-        error.strip()
-        == f"error: names file {tmp_path / 'nope.txt'} does not exist; set --data.init_args.names_path (derive the default with scripts/prepare_pet_names.py)"
+    assert error.strip() == (
+        f"error: names file {tmp_path / 'nope.txt'} does not exist; set --data.init_args.names_path (derive "
+        "the default with scripts/prepare_pet_names.py)"
     )
 
 

@@ -198,6 +198,10 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def has_checkpoint(log_dir: Path) -> bool:
+    return any(log_dir.rglob("last.ckpt"))
+
+
 def run_job_like_the_operator(manifest: dict, kill: tuple[int, callable], max_restarts: int) -> dict[str, int]:
     """Run the pods, SIGKILL pod `kill[0]` once `kill[1]()` holds, and restart pods as `restartPolicy: ExitCode` does.
 
@@ -207,7 +211,10 @@ def run_job_like_the_operator(manifest: dict, kill: tuple[int, callable], max_re
     victim, kill_now = kill
     pods = pods_of(manifest)
     log = tempfile.TemporaryFile("w+")
-    start = lambda argv, env: subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+    def start(argv, env):
+        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+
     processes = [start(argv, env) for argv, env in pods]
     done, killed, restarts, statuses = set(), False, 0, {}
     deadline = time.monotonic() + 2 * PROCESS_TIMEOUT_S
@@ -317,7 +324,8 @@ def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
         "runai submit-dist pytorch shapes --workers=3 -i registry.example.com/template:0.1 -g 2 "
     )
     assert runai_v2.startswith(
-        "runai distributed submit shapes --framework PyTorch -i registry.example.com/template:0.1 --workers 3 --gpu-devices-request 2 "
+        "runai distributed submit shapes --framework PyTorch -i registry.example.com/template:0.1 --workers "
+        "3 --gpu-devices-request 2 "
     )
     assert (
         "--pvc-exists claimname=results,path=/workspace/logs --pvc-exists claimname=datasets,path=/data/datasets"
@@ -565,7 +573,8 @@ def test_schema_rejects_a_broken_manifest(tmp_path, break_it, expected):
 
 
 def test_pod_commands_parse_with_the_projects_cli(tmp_path, capsys):
-    """cli.py accepts what the generator writes: the DDPStrategy class with its timeout, the elastic one, `--ckpt_path last`."""
+    """cli.py accepts what the generator writes: the DDPStrategy class with its timeout, the elastic one, `--ckpt_path
+    last`."""
     for variant in ("cpu", "elastic"):
         manifest, _ = generated_manifest(
             tmp_path,
@@ -615,7 +624,8 @@ def test_elastic_pods_rendezvous_and_train_with_the_node_count_torchrun_admitted
 def test_job_restarted_like_the_operator_after_a_pod_is_killed_ends_with_the_uninterrupted_weights(
     tmp_path, shapes_root
 ):
-    """Kill the worker pod's process once the first checkpoint exists; restart pods as ExitCode does; same final weights."""
+    """Kill the worker pod's process once the first checkpoint exists; restart pods as ExitCode does; same final
+    weights."""
     runs = {}
     for run in ("uninterrupted", "killed"):
         log_dir = tmp_path / run / "logs"
@@ -639,9 +649,10 @@ def test_job_restarted_like_the_operator_after_a_pod_is_killed_ends_with_the_uni
         if run == "uninterrupted":
             run_pods(manifest)
         else:
-            first_checkpoint = lambda: any(log_dir.rglob("last.ckpt"))
             statuses = run_job_like_the_operator(
-                manifest, kill=(1, first_checkpoint), max_restarts=manifest["spec"]["runPolicy"]["backoffLimit"]
+                manifest,
+                kill=(1, functools.partial(has_checkpoint, log_dir)),
+                max_restarts=manifest["spec"]["runPolicy"]["backoffLimit"],
             )
             assert statuses.get(128 + signal.SIGKILL) == 1
         runs[run] = final_weights(log_dir)

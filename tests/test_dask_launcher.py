@@ -1,4 +1,5 @@
-"""The Dask launcher on real LocalClusters with two worker processes: same losses as DDP, results on the client, failures reported."""
+"""The Dask launcher on real LocalClusters with two worker processes: same losses as DDP, results on the client,
+failures reported."""
 
 import logging
 import os

@@ -1,4 +1,5 @@
-"""The FashionMNIST config on a tiny data set written in the real IDX file format (the real one cannot be downloaded here)."""
+"""The FashionMNIST config on a tiny data set written in the real IDX file format (the real one cannot be downloaded
+here)."""
 
 import struct
 

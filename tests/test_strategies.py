@@ -11,7 +11,8 @@ order float32 sums are taken (gradients summed over micro-batches or ranks inste
 batch, all-reduce), and reordering a float32 sum of n terms changes it by about n * 1.2e-7 of its
 magnitude; measured differences here are at most 3e-8 in parameters and optimizer state and
 2e-7 in losses. A real mistake moves them by about what one step moves them, 1e-3 to 2e-2 here:
-e.g. a gradient counted twice, a shard seen by both ranks or a micro-batch missed. SGD rather than Adam, because Adam's first steps divide a gradient by its own
+e.g. a gradient counted twice, a shard seen by both ranks or a micro-batch missed. SGD rather than Adam, because Adam's
+first steps divide a gradient by its own
 magnitude, which turns a 1e-9 rounding difference in a near-zero gradient into a full step.
 """
 
@@ -326,7 +327,8 @@ def test_pipeline_mismatch_fails_once_before_starting_processes(settings, tmp_pa
     assert code == 2
     assert (
         output.count(
-            "error: pipeline runs one process per stage, but the model has 3 stages and the trainer starts 2 process(es)"
+            "error: pipeline runs one process per stage, but the model has 3 stages and the trainer starts 2 "
+            "process(es)"
         )
         == 1
     )
