@@ -45,7 +45,7 @@ def test_unknown_option_is_short_and_suggests_the_closest(config, tmp_path, caps
     error = failing_run(capsys, "fit", small_run_args(config, tmp_path) + ["--trainer.max_epochz", "1"])
     first, second = error.splitlines()  # not the 60 lines of usage
     assert first.startswith("error: unknown option --trainer.max_epochz; did you mean --trainer.max_epochs")
-    assert second == "all options: cli.py fit --help"
+    assert second.startswith("all options: ") and second.endswith(" fit --help")
 
 
 def test_unknown_key_in_a_config_file_names_the_key(tmp_path, capsys):
