@@ -409,7 +409,7 @@ def pin_run_version(resolved: dict, output_root: Path) -> None:
     loggers = as_list(resolved["trainer"].get("logger"))
     logger = loggers[0] if loggers and isinstance(loggers[0], dict) else None
     run_argument = RUN_FOLDERS.get(logger["class_path"].rsplit(".", 1)[-1], (None,))[-1] if logger else None
-    if run_argument != "version":  # numbered run folders only; a W&B run gets its id from W&B
+    if run_argument != "version":  # numbered run folders only; other loggers name their runs
         return
     init_args = logger.setdefault("init_args", {})
     if init_args.get("version") is None:  # not resumed (`--ckpt_path last` sets the version it continues)
