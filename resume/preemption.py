@@ -57,8 +57,8 @@ class StopSignals:
     `requested_on_any_rank` turns either case into the same decision everywhere. Lightning's own SIGTERM handler
     broadcasts from rank 0 inside the handler, which misses a signal sent to another rank (Lightning issue #20806),
     so it is replaced while training runs and restored afterwards.
-    Where training does not run on the main thread (a Dask task),  # cookiecutter: only with dask
-    the launcher installs the handlers and forwards stop requests itself.  # cookiecutter: only with dask
+    Where training does not run on the main thread (a launcher's task), the launcher installs the handlers and
+    forwards stop requests itself.
     """
 
     def __init__(self) -> None:

@@ -19,7 +19,7 @@ class SignalAtStep(Callback):
 
     `whole_group` sends it to the run's whole process group (every rank of a machine): SIGKILL then is a lost node.
     `to_parent` sends it to the process that started this one.
-    Under the Dask launcher that is the launching client of a Dask rank.  # cookiecutter: only with dask
+    Under a launcher that runs ranks as its own tasks, that is the launching client.
     """
 
     def __init__(
