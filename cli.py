@@ -11,11 +11,8 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-# cookiecutter: only with mlp
-import strategies  # noqa: F401  (registers --trainer.strategy layer_split and pipeline)
+import strategies  # noqa: F401 (registers strategies by name)  # cookiecutter: only with mlp
 from callbacks.config_to_loggers import SaveConfigToLoggers
-
-# cookiecutter: end
 from errors import UserInputError, find_user_error, lost_peer, one_line
 from errors.options import ShortErrorParser
 from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask

@@ -3,17 +3,14 @@
 # The staged MLP's DDP run against one device, and resuming a DDP checkpoint, are in test_strategies.py.
 # cookiecutter: end
 
-# cookiecutter: only with lstm
-from types import SimpleNamespace
+from types import SimpleNamespace  # cookiecutter: only with lstm
 
-import torch
+import torch  # cookiecutter: only with lstm
 from strategy_runs import checkpoint_path, run_ok
-from torch.utils.data import DistributedSampler
+from torch.utils.data import DistributedSampler  # cookiecutter: only with lstm
 
 from conftest import ROOT, read_metrics, small_run_args
-from datamodules.pet_names import CharWindows, PetNamesDataModule
-
-# cookiecutter: end
+from datamodules.pet_names import CharWindows, PetNamesDataModule  # cookiecutter: only with lstm
 
 DDP = ("--trainer.strategy", "ddp", "--trainer.devices", "2")
 
