@@ -7,6 +7,7 @@ launchers only change how many processes run it and where.
 import signal
 import sys
 
+import yaml  # cookiecutter: only with dask
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
@@ -87,7 +88,8 @@ class TemplateCLI(LightningCLI):
             return
         from launchers.dask_launcher import launch
 
-        launch(self.subcommand, self.config[self.subcommand], self._parser(self.subcommand))
+        resolved = yaml.safe_load(self.parser.dump(self.config, skip_unset=False))[self.subcommand]
+        launch(run, self.subcommand, resolved)
         self.subcommand = None  # it ran on the workers: nothing is left to run here
 
     # cookiecutter: end

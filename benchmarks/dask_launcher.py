@@ -1,6 +1,7 @@
 """Wall time of a short run through the embedded Dask cluster against the same run as plain 2-process DDP.
 
-    python benchmarks/dask_launcher.py [--config lstm.yaml] [--repeats 3] [--epochs 2] [--train-batches 8] [--batch-size 2048]
+    python benchmarks/dask_launcher.py [--config lstm.yaml] [--repeats 3] [--epochs 2] [--train-batches 8] \
+        [--batch-size 2048]
 
 Each repeat runs `python cli.py fit ...` twice as subprocesses, once with `--dask.n_workers 2` and
 once with `--trainer.strategy ddp --trainer.devices 2`, alternating which goes first so that load
@@ -89,7 +90,8 @@ def main() -> None:
     medians = {name: statistics.median(times) for name, times in seconds.items()}
     dask_name, ddp_name = LAUNCHES
     print(
-        f"\n{options.config}, {options.epochs} epochs x {options.train_batches} batches of {options.batch_size}, {options.repeats} repeats"
+        f"\n{options.config}, {options.epochs} epochs x {options.train_batches} batches of "
+        f"{options.batch_size}, {options.repeats} repeats"
     )
     print("| launch | median wall time (s) | all runs (s) |")
     print("| --- | --- | --- |")

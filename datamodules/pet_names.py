@@ -23,7 +23,8 @@ def read_names(path: Path) -> list[str]:
     """Names from a JSON list of strings or a text file with one name per line."""
     if not path.is_file():
         raise UserInputError(
-            f"names file {path} does not exist; set --data.init_args.names_path (derive the default with scripts/prepare_pet_names.py)"
+            f"names file {path} does not exist; set --data.init_args.names_path (derive the default with "
+            "scripts/prepare_pet_names.py)"
         )
     text = path.read_text(encoding="utf-8")
     if path.suffix != ".json":
@@ -45,7 +46,8 @@ def clean_names(raw_names: list[str]) -> tuple[list[str], int]:
 
 
 def encode_windows(names: list[str], context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every prefix of every name (stop character included) as a left-padded window, without Python loops over characters.
+    """Every prefix of every name (stop character included) as a left-padded window, without Python loops over
+    characters.
 
     Returns inputs and targets, both (windows, context_length) uint8 indices into VOCAB; the
     target is the input shifted by one character.
@@ -133,7 +135,8 @@ class PetNamesDataModule(LightningDataModule):
         self.names, dropped = clean_names(raw_names)
         if not self.names:
             raise UserInputError(
-                f"names file {path} has no usable name: {dropped} of {len(raw_names)} are empty or use characters outside {ALPHABET!r}"
+                f"names file {path} has no usable name: {dropped} of {len(raw_names)} are empty or use "
+                f"characters outside {ALPHABET!r}"
             )
         log.info(
             "pet names: kept %d of %d, dropped %d (empty or outside %r)",

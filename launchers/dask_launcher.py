@@ -1,4 +1,5 @@
-"""`--dask.n_workers N` / `--dask.address tcp://HOST:8786`: the same cli.py run as DDP over the workers of a Dask cluster.
+"""`--dask.n_workers N` / `--dask.address tcp://HOST:8786`: the same cli.py run as DDP over the workers of a Dask
+cluster.
 
 The client (this process) only parses the config. It pins one `dask_worker.run_rank` task to each
 worker, and each task runs cli.py as one DDP rank. While they train, rank 0's epoch metrics arrive
@@ -19,7 +20,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from importlib import import_module
@@ -35,7 +36,14 @@ from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 from callbacks.config_to_loggers import unused_config_name
 from errors import UserInputError, find_user_error, one_line
 from launchers import DaskOptions
-from launchers.dask_worker import DaskRankEnvironment, MetricsToClient, as_list, class_path, run_rank
+from launchers.dask_worker import (
+    DaskRankEnvironment,
+    MetricsToClient,
+    as_list,
+    class_path,
+    job_reference,
+    run_rank,
+)
 from resume.checkpoint import keep_as_previous
 from resume.latest import RUN_FOLDERS
 from resume.preemption import STOP_SIGNALS, Preempted, restore_handlers
@@ -77,14 +85,18 @@ REMOVAL_STIMULI = {
 CHECKPOINT_KEYWORDS = {"last", "best", "hpc", "registry"}
 
 
-def launch(subcommand: str, config, parser) -> None:
-    """Run `subcommand` with the parsed `config` on the Dask cluster the config's `dask` section names."""
-    options = DaskOptions(**config.dask.as_dict())
+def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) -> None:
+    """Run `job([subcommand, "--config", FILE])` on every rank, on the Dask cluster the config's `dask` section names.
+
+    Args:
+        job: the entry point each rank runs (cli.py's `run`), sent to the workers by reference.
+        resolved: the subcommand's whole parsed config as plain data, as `--print_config` shows it.
+    """
+    options = DaskOptions(**resolved["dask"])
     if options.n_workers is not None and options.n_workers < 1:
         raise UserInputError(f"--dask.n_workers must be at least 1, got {options.n_workers}")
     if options.timeout_s <= 0:
         raise UserInputError(f"--dask.timeout_s must be positive, got {options.timeout_s}")
-    resolved = yaml.safe_load(parser.dump(config, skip_none=False))
     output_root = client_output_root(resolved)
     pin_run_version(resolved, output_root)
     strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"), options.timeout_s)
@@ -115,6 +127,7 @@ def launch(subcommand: str, config, parser) -> None:
         futures = [
             client.submit(
                 run_rank,
+                job_reference(job),
                 subcommand,
                 rank_config,
                 rank,
@@ -143,7 +156,7 @@ def launch(subcommand: str, config, parser) -> None:
             stop_ranks(client, futures, workers, embedded)
             raise failure
         results = [future.result() for future in futures]
-        destination = write_run_dir(results[0], output_root, parser.dump(config, skip_none=False))
+        destination = write_run_dir(results[0], output_root, yaml.safe_dump(resolved, sort_keys=False))
         log.info(f"dask: rank 0's results are in {destination}")
         if any(result["preempted"] for result in results):
             log.info(
@@ -202,7 +215,8 @@ def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
 
 
 class WorkerDeathLog(logging.Handler):
-    """Keeps the nanny's "Worker process PID was killed by signal 9" lines, the cause of a death on an embedded cluster."""
+    """Keeps the nanny's "Worker process PID was killed by signal 9" lines, the cause of a death on an embedded
+    cluster."""
 
     def __init__(self):
         super().__init__(logging.INFO)
@@ -259,7 +273,8 @@ def rank_strategy(strategy, timeout_s: float) -> dict:
         strategy_class, init_args = None, {}
     if not (isinstance(strategy_class, type) and issubclass(strategy_class, DDPStrategy)):
         raise UserInputError(
-            f"the Dask launcher runs one DDP process per worker; --trainer.strategy {strategy} is not DDP-based (use ddp or pipeline)"
+            f"the Dask launcher runs one DDP process per worker; --trainer.strategy {strategy} is not "
+            "DDP-based (use ddp or pipeline)"
         )
     # Dask started the processes: a spawn or fork start method would make Lightning start more.
     init_args.pop("start_method", None)

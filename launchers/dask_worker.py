@@ -6,6 +6,7 @@ sends its epoch metrics to the client while it trains and returns its run direct
 nothing relies on a filesystem shared with the client.
 """
 
+import importlib
 import multiprocessing
 import os
 import signal
@@ -13,7 +14,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,21 @@ class CheckpointsToClient(AtomicCheckpointIO):
         Queue(self.queue, client=client).put(client.scatter(SentFile(relative, Path(path).read_bytes())))
 
 
+def job_reference(job: Callable) -> str:
+    """`module:function`, importable on a worker; a job defined in the launching script is found by its file name."""
+    module = job.__module__
+    if module == "__main__":
+        module = Path(sys.modules["__main__"].__file__).stem
+    return f"{module}:{job.__qualname__}"
+
+
+def resolve_job(reference: str) -> Callable[[list[str]], None]:
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def run_rank(
+    job: str,
     subcommand: str,
     config_yaml: str,
     rank: int,
@@ -150,7 +165,8 @@ def run_rank(
     stop_event: str | None = None,
     checkpoint_queue: str | None = None,
 ) -> dict:
-    """Run cli.py as global rank `rank`; returns {"preempted": bool}, and rank 0 its run directory as "run_dir", "files".
+    """Run `job` (a `job_reference`) as global rank `rank`; returns {"preempted": bool}, and rank 0 its run directory as
+    "run_dir", "files".
 
     A stop request (SIGTERM or SIGINT to this worker process, or the client setting the Dask event `stop_event`)
     makes every rank checkpoint at its next step and return with "preempted" set.
@@ -158,13 +174,13 @@ def run_rank(
     os.environ.update(
         MASTER_ADDR=main_address, MASTER_PORT=str(main_port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0"
     )
-    # Lightning reads the rank for its rank-zero-only logging once, at import, which may have happened in an earlier task.
+    # Lightning reads the rank for its rank-zero-only logging once, at import, which may have happened in an earlier
+    # task.
     from lightning_utilities.core.rank_zero import rank_zero_only
 
     rank_zero_only.rank = rank
 
-    import cli
-
+    run_job = resolve_job(job)
     with tempfile.TemporaryDirectory(prefix=f"dask-rank{rank}-") as workdir:
         config = yaml.safe_load(config_yaml)
         output_root = Path(workdir) / OUTPUT_ROOT
@@ -187,7 +203,7 @@ def run_rank(
         preempted = False
         try:
             with forwarded_stop_requests(stop_event):
-                cli.run([subcommand, "--config", str(launch_config)])
+                run_job([subcommand, "--config", str(launch_config)])
         except Preempted:
             preempted = True
         finally:
@@ -264,8 +280,11 @@ def load_data_in_process(config: dict) -> None:
     data_args = (config.get("data") or {}).get("init_args") or {}
     if data_args.get("num_workers"):
         warnings.warn(
-            f"this Dask worker is a daemonic process and cannot start DataLoader workers: loading data with num_workers=0 "
-            f"instead of {data_args['num_workers']} (start the workers with DASK_DISTRIBUTED__WORKER__DAEMON=False to keep them)"
+            "this Dask worker is a daemonic process and cannot start DataLoader workers: loading data with "
+            "num_workers=0 "
+            f"instead of {data_args['num_workers']} (start the workers with "
+            "DASK_DISTRIBUTED__WORKER__DAEMON=False to keep them)",
+            stacklevel=2,
         )
         data_args["num_workers"] = 0
 

@@ -10,7 +10,9 @@ def test_script_extracts_the_raw_name_column_in_order(tmp_path):
     table = tmp_path / "licenses.csv"
     table.write_text(
         HEADER
-        + 'March 29 2005,1,Ozzy,Dog,"Dachshund, Standard",,98104\nMay 1 2010,2,,Cat,Manx,,98103\nJune 2 2011,3, Mr. Bo ,Dog,Pug,,98107\n'
+        + 'March 29 2005,1,Ozzy,Dog,"Dachshund, Standard",,98104\n'
+        + "May 1 2010,2,,Cat,Manx,,98103\n"
+        + "June 2 2011,3, Mr. Bo ,Dog,Pug,,98107\n"
     )
     output = tmp_path / "names.txt"
     result = subprocess.run(
