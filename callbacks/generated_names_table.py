@@ -3,6 +3,7 @@
 from lightning.pytorch import Callback
 
 from callbacks.media import log_table
+from datamodules.pet_names import display_name
 
 
 class GeneratedNamesTable(Callback):
@@ -13,5 +14,5 @@ class GeneratedNamesTable(Callback):
         if not trainer.is_global_zero or trainer.sanity_checking:
             return
         known = set(getattr(trainer.datamodule, "names", ()))
-        rows = [[name, name in known] for name in pl_module.generate(self.num_names)]
+        rows = [[display_name(name), name in known] for name in pl_module.generate(self.num_names)]
         log_table(trainer, "generated_names", ["name", "in_training_data"], rows)

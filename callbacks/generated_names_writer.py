@@ -1,10 +1,12 @@
-"""Writes the names produced by `cli.py predict` to a text file, from global rank 0 only."""
+"""Writes the names produced by `cli.py predict` to a text file, title-cased, from global rank 0 only."""
 
 from pathlib import Path
 
 import torch.distributed as dist
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
+
+from datamodules.pet_names import display_name
 
 
 class GeneratedNamesWriter(BasePredictionWriter):
@@ -28,5 +30,5 @@ class GeneratedNamesWriter(BasePredictionWriter):
         )  # every rank: log_dir is a collective call
         if trainer.is_global_zero:
             output_file.parent.mkdir(parents=True, exist_ok=True)
-            output_file.write_text("".join(f"{name}\n" for name in names), encoding="utf-8")
+            output_file.write_text("".join(f"{display_name(name)}\n" for name in names), encoding="utf-8")
             print(f"wrote {len(names)} generated names to {output_file}")

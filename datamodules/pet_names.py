@@ -45,6 +45,11 @@ def clean_names(raw_names: list[str]) -> tuple[list[str], int]:
     return kept, len(raw_names) - len(kept)
 
 
+def display_name(name: str) -> str:
+    """Names are learned lower-case; people read them title-cased, as the reference prints them (`Ozzy`)."""
+    return name.title()
+
+
 def encode_windows(names: list[str], context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every prefix of every name (stop character included) as a left-padded window, without Python loops over
     characters.

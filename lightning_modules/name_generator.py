@@ -40,13 +40,20 @@ class NameGenerator(LightningModule):
             temperature: >1 gives wilder names, <1 safer ones.
             max_name_length: generation stops here when no stop character came.
             exclude_training_names: drop generated names that occur in the training data.
+
+        The last three are generation settings, not hyper-parameters: the checkpoint does not record them, so
+        LightningCLI does not put a trained model's values over the ones given to `cli.py predict`.
         """
         super().__init__()
         if len(vocab) < 3:
             raise UserInputError(f"vocab must hold padding, stop and at least one character, got {vocab!r}")
         if temperature <= 0:
             raise UserInputError(f"temperature must be positive, got {temperature}")
-        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.save_hyperparameters(
+            ignore=["optimizer", "scheduler", "temperature", "max_name_length", "exclude_training_names"]
+        )
+        self.temperature, self.max_name_length = temperature, max_name_length
+        self.exclude_training_names = exclude_training_names
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.network = CharLSTM(len(vocab), hidden_size, num_layers, dropout)
@@ -75,9 +82,7 @@ class NameGenerator(LightningModule):
 
     def on_predict_start(self) -> None:
         datamodule = self.trainer.datamodule
-        self.known_names = (
-            set(datamodule.names) if self.hparams.exclude_training_names and datamodule is not None else set()
-        )
+        self.known_names = set(datamodule.names) if self.exclude_training_names and datamodule is not None else set()
 
     def predict_step(self, batch, batch_idx) -> list[str]:
         """`batch` holds one entry per name to generate; empty and already known names are dropped."""
@@ -85,11 +90,11 @@ class NameGenerator(LightningModule):
         return [name for name in names if name and name not in self.known_names]
 
     def generate(self, num_names: int) -> list[str]:
-        hparams = self.hparams
+        """`num_names` names, lower-case as learned (`datamodules.pet_names.display_name` title-cases them)."""
         samples, lengths = self.network.sample(
-            num_names, PAD_INDEX, STOP_INDEX, hparams.context_length, hparams.max_name_length, hparams.temperature
+            num_names, PAD_INDEX, STOP_INDEX, self.hparams.context_length, self.max_name_length, self.temperature
         )
-        vocab = hparams.vocab
+        vocab = self.hparams.vocab
         return ["".join(vocab[i] for i in row[:length]) for row, length in zip(samples.tolist(), lengths.tolist())]
 
     def configure_optimizers(self):

@@ -1,4 +1,4 @@
-"""Character-level LSTM language model with batched, stateful sampling."""
+"""Character-level LSTM language model with batched sampling."""
 
 import torch
 from torch import nn
@@ -42,23 +42,21 @@ class CharLSTM(nn.Module):
         temperature: float = 1.0,
         generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample `num_samples` sequences at once, feeding each new character into the carried state.
+        """Sample `num_samples` sequences at once, each character conditioned as in training.
 
-        Starts from `context_length` padding characters, as training windows do; that prefix is
-        the same for every sequence, so it runs once and its state is shared. Finished
-        sequences leave the batch, so the cost follows the characters generated, not the
-        longest name. Returns the sampled indices (num_samples, max_length), stop-filled after
-        each sequence's end, and each sequence's length.
+        Training predicts a character from the `context_length` characters before it, left-padded, run from a
+        zero state; so does this: each step runs the model over every unfinished sequence's last
+        `context_length` characters. Carrying the LSTM state across the whole name instead would condition on
+        sequences longer than any the model was trained on. Finished sequences leave the batch. Returns the
+        sampled indices (num_samples, max_length), stop-filled after each sequence's end, and each length.
         """
         device = self.head.weight.device
-        prime = torch.full((1, context_length), pad_index, dtype=torch.long, device=device)
-        logits, state = self(prime)
-        next_logits = logits[:, -1].expand(num_samples, -1).clone()
-        state = tuple(tensor.expand(-1, num_samples, -1).contiguous() for tensor in state)
         samples = torch.full((num_samples, max_length), stop_index, dtype=torch.long, device=device)
         lengths = torch.full((num_samples,), max_length, dtype=torch.long, device=device)
         active = torch.arange(num_samples, device=device)
+        windows = torch.full((num_samples, context_length), pad_index, dtype=torch.long, device=device)
         for position in range(max_length):
+            next_logits = self(windows)[0][:, -1]
             next_logits[:, pad_index] = float("-inf")
             probabilities = torch.softmax(next_logits.float() / temperature, dim=-1)
             chars = sample_categorical(probabilities, generator)
@@ -68,8 +66,6 @@ class CharLSTM(nn.Module):
             keep = (~stopped).nonzero().squeeze(1)
             if len(keep) == 0:
                 break
-            active, chars = active[keep], chars[keep]
-            state = tuple(tensor.index_select(1, keep) for tensor in state)
-            logits, state = self(chars[:, None], state)
-            next_logits = logits[:, -1]
+            active = active[keep]
+            windows = torch.cat([windows[keep, 1:], chars[keep, None]], dim=1)
         return samples, lengths

@@ -66,7 +66,8 @@ def test_lstm_predict_writes_generated_names(tmp_path, precision):
     (names_file,) = (tmp_path / "predict").rglob("generated_names.txt")
     names = names_file.read_text().splitlines()
     assert 0 < len(names) <= 40
-    assert all(name and set(name) <= set("abcdefghijklmnopqrstuvwxyz-. ") for name in names)
+    assert all(name and set(name.lower()) <= set("abcdefghijklmnopqrstuvwxyz-. ") for name in names)
+    assert all(name == name.title() for name in names), "printed title-cased, as the reference prints them"
 
 
 # cookiecutter: end

@@ -60,6 +60,7 @@ def test_lstm_writes_generated_names_marked_against_training_data(tmp_path):
     (table,) = media_tables(tmp_path, "generated_names")
     assert table[0] == ["name", "in_training_data"] and len(table) == 21
     assert {row[1] for row in table[1:]} <= {"True", "False"}
+    assert all(row[0] == row[0].title() for row in table[1:])
 
 
 # cookiecutter: end

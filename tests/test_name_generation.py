@@ -1,42 +1,47 @@
+from pathlib import Path
+
+import pytest
 import torch
 
-from datamodules.pet_names import VOCAB
+from conftest import ROOT, run_cli, small_run_args
+from datamodules.pet_names import VOCAB, encode_windows, read_names
 from lightning_modules.name_generator import PAD_INDEX, STOP_INDEX, NameGenerator
 from models.char_lstm import CharLSTM, sample_categorical
 
 
-def sample_by_rerunning_prefix(
-    model: CharLSTM, num: int, context_length: int, max_length: int, generator: torch.Generator
-):
-    """The slow way: re-run padding plus the whole prefix for every character of every unfinished name."""
-    prefixes = [[PAD_INDEX] * context_length for _ in range(num)]
-    active = list(range(num))
+def sample_as_trained(model: CharLSTM, num: int, context_length: int, max_length: int, generator: torch.Generator):
+    """The slow reference, from the training data's definition of the conditional: one name at a time, each next
+    character drawn from the model run on the window `encode_windows` makes for the name so far (its last window,
+    whose training target is the character after the prefix). Draws in the fast sampler's order: position by
+    position, name by name, one uniform number each."""
+    names, finished = [""] * num, [False] * num
     for _ in range(max_length):
-        logits = model(torch.tensor([prefixes[row] for row in active]))[0][:, -1]
-        logits[:, PAD_INDEX] = float("-inf")
-        chars = sample_categorical(torch.softmax(logits, dim=-1), generator).tolist()
-        for row, char in zip(active, chars):
-            prefixes[row].append(char)
-        active = [row for row, char in zip(active, chars) if char != STOP_INDEX]
-        if not active:
-            break
-    return [prefix[context_length:] for prefix in prefixes]
+        for row in range(num):
+            if finished[row]:
+                continue
+            inputs, _ = encode_windows([names[row]], context_length)
+            logits = model(inputs[-1:].long())[0][:, -1]
+            logits[:, PAD_INDEX] = float("-inf")
+            char = sample_categorical(torch.softmax(logits, dim=-1), generator).item()
+            finished[row] = char == STOP_INDEX
+            names[row] += "" if finished[row] else VOCAB[char]
+    return names
 
 
-def test_stateful_sampling_matches_rerunning_the_whole_prefix():
+def test_fast_sampling_draws_the_names_the_training_conditional_gives():
     torch.manual_seed(0)
     model = CharLSTM(len(VOCAB), hidden_size=16, num_layers=2).eval()
     fast, lengths = model.sample(
-        64, PAD_INDEX, STOP_INDEX, context_length=8, max_length=12, generator=torch.Generator().manual_seed(5)
+        48, PAD_INDEX, STOP_INDEX, context_length=8, max_length=14, generator=torch.Generator().manual_seed(5)
     )
-    slow = sample_by_rerunning_prefix(
-        model, 64, context_length=8, max_length=12, generator=torch.Generator().manual_seed(5)
+    fast_names = ["".join(VOCAB[i] for i in row[:length]) for row, length in zip(fast.tolist(), lengths.tolist())]
+    slow_names = sample_as_trained(
+        model, 48, context_length=8, max_length=14, generator=torch.Generator().manual_seed(5)
     )
-    for row, length, expected in zip(fast.tolist(), lengths.tolist(), slow):
-        assert row[: len(expected)] == expected
-        assert STOP_INDEX not in row[:length]
-        assert all(char == STOP_INDEX for char in row[length:])
-    assert lengths.min() < 12 and lengths.max() == 12, "the test should cover early stops and names cut at max_length"
+    assert fast_names == slow_names
+    assert min(map(len, fast_names)) < 8 and sum(len(name) > 8 for name in fast_names) >= 10, (
+        "the test should cover early stops and names longer than the context"
+    )
 
 
 def test_generated_names_respect_length_alphabet_and_stop():
@@ -62,3 +67,46 @@ def test_prediction_drops_names_seen_in_training():
     generator.known_names = set(generated[:150])
     kept = generator.predict_step(torch.arange(300), 0)
     assert kept and not set(kept) & generator.known_names
+
+
+# Options given to `cli.py predict` take effect although the checkpoint was trained with other values.
+@pytest.fixture(scope="module")
+def trained_checkpoint(tmp_path_factory) -> Path:
+    log_dir = tmp_path_factory.mktemp("fit")
+    run_cli("fit", small_run_args("lstm.yaml", log_dir))
+    (checkpoint,) = log_dir.rglob("last.ckpt")
+    return checkpoint
+
+
+def predicted_names(checkpoint: Path, log_dir: Path, *options: str) -> list[str]:
+    args = small_run_args("lstm.yaml", log_dir, None, "--ckpt_path", str(checkpoint), *options)
+    run_cli("predict", [*args, "--data.init_args.num_names_to_generate", "300"])
+    (names_file,) = log_dir.rglob("generated_names.txt")
+    return [name.lower() for name in names_file.read_text().splitlines()]
+
+
+def test_predict_honours_temperature(trained_checkpoint, tmp_path):
+    keep_all = ("--model.init_args.exclude_training_names", "false")
+    cold = predicted_names(trained_checkpoint, tmp_path / "cold", "--model.init_args.temperature", "1e-4", *keep_all)
+    warm = predicted_names(trained_checkpoint, tmp_path / "warm", *keep_all)
+    assert len(set(cold)) <= 3 < len(set(warm)), "a cold sampler repeats the likeliest name (3 steps: flat logits)"
+
+
+def test_predict_honours_max_name_length(trained_checkpoint, tmp_path):
+    names = predicted_names(trained_checkpoint, tmp_path, "--model.init_args.max_name_length", "3")
+    assert (
+        names
+        and max(map(len, names)) <= 3
+        and max(map(len, predicted_names(trained_checkpoint, tmp_path / "default"))) > 3
+    )
+
+
+def test_predict_honours_exclude_training_names(trained_checkpoint, tmp_path):
+    known = set(read_names(ROOT / "data" / "pet_names.txt"))
+    short = ("--model.init_args.max_name_length", "2")
+    kept = predicted_names(
+        trained_checkpoint, tmp_path / "kept", "--model.init_args.exclude_training_names", "false", *short
+    )
+    excluded = predicted_names(trained_checkpoint, tmp_path / "excluded", *short)
+    assert set(kept) & known, "two-letter names include real ones (Bo, Jo, ...)"
+    assert not set(excluded) & known
