@@ -47,6 +47,7 @@ PATHS = {
         "lightning_modules/name_generator.py",
         "datamodules/pet_names.py",
         "configs/lstm.yaml",
+        "configs/lstm_reference.yaml",
         "data/pet_names.txt",
         "scripts",
         "callbacks/generated_names_table.py",
