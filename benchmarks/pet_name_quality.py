@@ -1,6 +1,6 @@
 """Time to quality: how long the template's pet-name training takes to reach what the reference's reaches in an epoch.
 
-    python benchmarks/pet_name_quality.py [--threads 2] [--eval-every 25] [--max-minutes 10]
+    python benchmarks/pet_name_quality.py [--threads 2] [--eval-every 5] [--max-minutes 10]
 
 Both train the same 4 x 128 LSTM from the same initial weights on the same 90% of the names; the
 other 10% (split by name, seeded) are held out. The quality measure is the held-out NLL per
@@ -90,7 +90,7 @@ class StopAtTarget(Callback):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--eval-every", type=int, default=25)
+    parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--max-minutes", type=float, default=10)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -120,6 +120,7 @@ class PetNamesDataModule(LightningDataModule):
             raise UserInputError(f"val_fraction must be in [0, 1), got {val_fraction}")
         self.save_hyperparameters()
         self.names: list[str] = []
+        self.held_out_names: set[str] = set()  # the validation names, never trained on
         self.dropped_names = 0
         self.train_windows: CharWindows | None = None
         self.val_windows: CharWindows | None = None
@@ -157,6 +158,7 @@ class PetNamesDataModule(LightningDataModule):
         order = torch.randperm(len(distinct), generator=generator).tolist()
         num_val = int(len(distinct) * self.hparams.val_fraction)
         val_names = {distinct[i] for i in order[:num_val]}
+        self.held_out_names = val_names
         train = [name for name in self.names if name not in val_names]
         val = [name for name in self.names if name in val_names]
         self.train_windows = CharWindows(*encode_windows(train, self.context_length))

@@ -54,6 +54,8 @@ PATHS = {
         "callbacks/generated_names_writer.py",
         "benchmarks/pet_names.py",
         "benchmarks/reference_pet_names.py",
+        "benchmarks/pet_name_quality.py",
+        "benchmarks/pet_name_samples.py",
         "tests/test_name_generation.py",
         "tests/test_pet_names_data.py",
         "tests/test_prepare_pet_names.py",
