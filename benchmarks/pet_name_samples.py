@@ -5,7 +5,8 @@
 Generates `--names` names (temperature 1, nothing excluded) and reports the share that are real pet
 names in the data, the share that are real but held out (validation names the model never trained
 on, so it did not copy them), the held-out NLL per character (each character predicted from its
-training window, and through the carried state for comparison) and 10 names title-cased as the predictions file prints them.
+training window, and through the carried state for comparison) and 10 names title-cased as the predictions file prints
+them.
 """
 
 import argparse
