@@ -20,17 +20,28 @@ class SignalAtStep(Callback):
     `whole_group` sends it to the run's whole process group (every rank of a machine): SIGKILL then is a lost node.
     `to_parent` sends it to the process that started this one.
     Under a launcher that runs ranks as its own tasks, that is the launching client.
+    `once_marker`: a file created when the signal is sent, so that a restarted run passing the step again goes on.
     """
 
     def __init__(
-        self, step: int, signal_name: str = "SIGTERM", rank: int = 0, whole_group: bool = False, to_parent: bool = False
+        self,
+        step: int,
+        signal_name: str = "SIGTERM",
+        rank: int = 0,
+        whole_group: bool = False,
+        to_parent: bool = False,
+        once_marker: str | None = None,
     ):
         self.step, self.signal, self.rank = step, signal.Signals[signal_name], rank
-        self.whole_group, self.to_parent = whole_group, to_parent
+        self.whole_group, self.to_parent, self.once_marker = whole_group, to_parent, once_marker
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step != self.step or trainer.global_rank != self.rank:
             return
+        if self.once_marker is not None:
+            if os.path.exists(self.once_marker):
+                return
+            open(self.once_marker, "w").close()
         if self.whole_group:
             os.killpg(os.getpgrp(), self.signal)
         else:
