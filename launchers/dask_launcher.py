@@ -93,6 +93,7 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
         resolved: the subcommand's whole parsed config as plain data, as `--print_config` shows it.
     """
     options = DaskOptions(**resolved["dask"])
+    config_text = yaml.safe_dump(resolved, sort_keys=False)  # before the run's version is pinned below
     if options.n_workers is not None and options.n_workers < 1:
         raise UserInputError(f"--dask.n_workers must be at least 1, got {options.n_workers}")
     if options.timeout_s <= 0:
@@ -156,7 +157,7 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
             stop_ranks(client, futures, workers, embedded)
             raise failure
         results = [future.result() for future in futures]
-        destination = write_run_dir(results[0], output_root, yaml.safe_dump(resolved, sort_keys=False))
+        destination = write_run_dir(results[0], output_root, config_text)
         log.info(f"dask: rank 0's results are in {destination}")
         if any(result["preempted"] for result in results):
             log.info(
