@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_cli, small_run_args
-from datamodules.pet_names import VOCAB, encode_windows, read_names
+from datamodules.pet_names import VOCAB, clean_names, encode_windows, read_names
 from lightning_modules.name_generator import PAD_INDEX, STOP_INDEX, NameGenerator
 from models.char_lstm import CharLSTM, sample_categorical
 
@@ -102,7 +102,7 @@ def test_predict_honours_max_name_length(trained_checkpoint, tmp_path):
 
 
 def test_predict_honours_exclude_training_names(trained_checkpoint, tmp_path):
-    known = set(read_names(ROOT / "data" / "pet_names.txt"))
+    known = set(clean_names(read_names(ROOT / "data" / "pet_names.txt"))[0])
     short = ("--model.init_args.max_name_length", "2")
     kept = predicted_names(
         trained_checkpoint, tmp_path / "kept", "--model.init_args.exclude_training_names", "false", *short
