@@ -6,6 +6,10 @@ code and `{{cookiecutter.project_slug}}/` never enters git. By hand, to look at 
 starts from:
 
     python -m templating.build            # write {{cookiecutter.project_slug}}/ (git-ignored) from the root
+    python -m templating.build --export DIR   # copy what a clone holds to DIR, to generate from it
+
+Cookiecutter copies the whole folder it generates from before the hook runs, an in-tree `.venv/`
+(gigabytes with torch) and `logs/` included; `--export` gives it only the repository's files.
 
 The copy keeps every example, part and marker; the post-generation hook (hooks/post_gen_project.py)
 trims it to the answers with templating.parts.
@@ -86,6 +90,15 @@ def _ignored(path: Path, is_dir: bool, patterns: list[str]) -> bool:
     return False
 
 
+def export(destination: Path, root: Path = ROOT) -> Path:
+    """Copy what a clone of root would hold (its files and cookiecutter's machinery, no built directory) to destination."""
+    for path in _git_files(root) or _files_not_ignored(root):
+        if path and not path.startswith(f"{TEMPLATE_DIR_NAME}/") and (root / path).is_file():
+            (destination / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / path, destination / path)
+    return destination
+
+
 def build(root: Path = ROOT) -> Path:
     """Write root/{{cookiecutter.project_slug}}/ from the root's project files; return it."""
     template_dir = root / TEMPLATE_DIR_NAME
@@ -101,5 +114,10 @@ def build(root: Path = ROOT) -> Path:
 
 
 if __name__ == "__main__":
-    written = build()
-    print(f"wrote {sum(1 for path in written.rglob('*') if path.is_file())} files to {TEMPLATE_DIR_NAME}/")
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Build the template directory, or export the repository's files.")
+    parser.add_argument("--export", type=Path, metavar="DIR", help="copy what a clone holds to DIR instead")
+    destination = parser.parse_args().export
+    written = export(destination) if destination else build()
+    print(f"wrote {sum(1 for path in written.rglob('*') if path.is_file())} files to {written}")

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
 from conftest import ROOT
-from templating.build import OLD_COOKIECUTTER_DIR_NAME, TEMPLATE_DIR_NAME, project_files
+from templating.build import OLD_COOKIECUTTER_DIR_NAME, TEMPLATE_DIR_NAME, export, project_files
 from templating.parts import CHOICES, PATHS, TemplateError, evaluate, keep_chosen_lines, truth_table
 
 # Words that would betray a part left half-removed.
@@ -47,8 +48,34 @@ for path in sorted(pathlib.Path(".").rglob("*.py")):
 """
 
 
-def generate(output_dir: Path, **answers: str) -> Path:
-    return Path(cookiecutter(str(ROOT), no_input=True, extra_context=answers, output_dir=str(output_dir)))
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    """The repository's files alone: cookiecutter copies the folder it is given, an in-tree .venv/ included."""
+    return export(tmp_path_factory.mktemp("source"), ROOT)
+
+
+@pytest.fixture(autouse=True)
+def _cookiecutter_copies_in_pytest_tmp(tmp_path_factory, monkeypatch):
+    """Cookiecutter leaves its temporary copy behind when a hook fails: keep those under pytest's tmp folders."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("cookiecutter_copies")))
+
+
+def generate(source: Path, output_dir: Path, **answers: str) -> Path:
+    return Path(cookiecutter(str(source), no_input=True, extra_context=answers, output_dir=str(output_dir)))
+
+
+@pytest.fixture(scope="module")
+def generated(source, tmp_path_factory):
+    """One generation per variant, shared by the tests that only read the project."""
+    projects = {}
+
+    def project(variant: str) -> Path:
+        if variant not in projects:
+            answers = {"project_name": "Pet Vision", "author": "Ada Lovelace", **VARIANTS[variant]}
+            projects[variant] = generate(source, tmp_path_factory.mktemp(variant), **answers)
+        return projects[variant]
+
+    return project
 
 
 def text_files(folder: Path):
@@ -108,10 +135,10 @@ def test_markers_keep_and_drop_lines_in_python_and_markdown():
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_generated_project_keeps_only_what_was_chosen(variant, tmp_path):
-    answers = {"project_name": "Pet Vision", "author": "Ada Lovelace", **VARIANTS[variant]}
-    project = generate(tmp_path, **answers)
-    assert project == tmp_path / "pet_vision"
+def test_generated_project_keeps_only_what_was_chosen(variant, generated):
+    answers = VARIANTS[variant]
+    project = generated(variant)
+    assert project.name == "pet_vision"
     truth = {**{name: answers.get(name, "yes") == "yes" for name in CHOICES}, "template": False}
 
     removed = []
@@ -159,9 +186,9 @@ def test_generated_project_keeps_only_what_was_chosen(variant, tmp_path):
         ({"cnn": "no", "lstm": "no", "mlp": "no"}, "choose at least one example"),
     ],
 )
-def test_bad_answers_stop_with_a_clear_error_and_leave_nothing_behind(answers, message, tmp_path, capfd):
+def test_bad_answers_stop_with_a_clear_error_and_leave_nothing_behind(answers, message, source, tmp_path, capfd):
     with pytest.raises(FailedHookException):
-        generate(tmp_path, **answers)
+        generate(source, tmp_path, **answers)
     assert f"error: {message}" in capfd.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -308,8 +335,8 @@ def markdown_problems(path: Path, project: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_generated_readme_and_docs_render_whole(variant, tmp_path):
-    project = generate(tmp_path, project_name="Pet Vision", **VARIANTS[variant])
+def test_generated_readme_and_docs_render_whole(variant, generated):
+    project = generated(variant)
     pages = [project / "README.md", *sorted((project / "docs").glob("*.md"))]
     assert project / "docs" / "index.md" in pages and (project / "docs" / "strategies.md").is_file()
     problems = [problem for page in pages for problem in markdown_problems(page, project)]
