@@ -30,6 +30,7 @@ DATA_TO_MODEL_LINKS = (
     "input_size",  # cookiecutter: only with mlp
     "vocab",  # cookiecutter: only with lstm
     "context_length",  # cookiecutter: only with lstm
+    "formulation",  # cookiecutter: only with lstm
 )
 
 

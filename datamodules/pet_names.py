@@ -1,8 +1,9 @@
-"""Pet names (Seattle pet licences) as fixed-length character windows for next-character prediction."""
+"""Pet names (Seattle pet licences) for next-character prediction: as fixed-length character windows, or whole."""
 
 import json
 import logging
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -50,29 +51,46 @@ def display_name(name: str) -> str:
     return name.title()
 
 
-def encode_windows(names: list[str], context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every prefix of every name (stop character included) as a left-padded window, without Python loops over
-    characters.
-
-    Returns inputs and targets, both (windows, context_length) uint8 indices into VOCAB; the
-    target is the input shifted by one character.
+def pad_names(names: list[str], context_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """One row of VOCAB indices per name, without Python loops over characters: `context_length` padding
+    characters, the name, the stop character, then padding to the longest name. Returns the rows and name lengths.
     """
     lookup = np.zeros(256, dtype=np.uint8)
     lookup[np.frombuffer(VOCAB.encode("ascii"), dtype=np.uint8)] = np.arange(len(VOCAB), dtype=np.uint8)
     codes = lookup[np.frombuffer("".join(names).encode("ascii"), dtype=np.uint8)]
     lengths = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
     starts = np.cumsum(lengths) - lengths
-
-    # One row per name: context_length padding characters, the name, the stop character, padding.
     padded = np.full((len(names), context_length + int(lengths.max()) + 1), VOCAB.index(PAD), dtype=np.uint8)
     rows = np.repeat(np.arange(len(names)), lengths)
     padded[rows, context_length + np.arange(len(codes)) - np.repeat(starts, lengths)] = codes
     padded[np.arange(len(names)), context_length + lengths] = VOCAB.index(STOP)
+    return padded, lengths
 
+
+def encode_windows(names: list[str], context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every prefix of every name (stop character included) as a left-padded window.
+
+    Returns inputs and targets, both (windows, context_length) uint8 indices into VOCAB; the
+    target is the input shifted by one character.
+    """
+    padded, lengths = pad_names(names, context_length)
     windows = np.lib.stride_tricks.sliding_window_view(padded, context_length + 1, axis=1)
     valid = np.arange(windows.shape[1])[None, :] <= lengths[:, None]
     selected = torch.from_numpy(np.ascontiguousarray(windows[valid]))
     return selected[:, :-1], selected[:, 1:]
+
+
+def encode_whole_names(names: list[str], context_length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each name as one sequence after `context_length` padding characters, so that training predicts every
+    character and the stop once, each from everything before it.
+
+    Returns inputs and targets, both (names, context_length + longest name) uint8 indices into VOCAB, the target
+    being the input shifted by one character (padding targets are ignored by the loss), and each row's width
+    without its trailing padding.
+    """
+    padded, lengths = pad_names(names, context_length)
+    rows = torch.from_numpy(padded)
+    return rows[:, :-1], rows[:, 1:], torch.from_numpy(context_length + lengths)
 
 
 class CharWindows(Dataset):
@@ -92,6 +110,19 @@ class CharWindows(Dataset):
         return self.inputs[selection].long(), self.targets[selection].long()
 
 
+class WholeNames(CharWindows):
+    """Whole-name rows, each batch cut to its longest name: beyond it, inputs and targets are only padding."""
+
+    def __init__(self, inputs: torch.Tensor, targets: torch.Tensor, widths: torch.Tensor):
+        super().__init__(inputs, targets)
+        self.widths = widths
+
+    def __getitems__(self, indices: list[int]):
+        selection = torch.as_tensor(indices)
+        width = int(self.widths[selection].max())
+        return self.inputs[selection, :width].long(), self.targets[selection, :width].long()
+
+
 def keep_batch(batch):
     """The collate step for datasets that already return a whole batch."""
     return batch
@@ -107,6 +138,7 @@ class PetNamesDataModule(LightningDataModule):
         batch_size: int = 16384,
         num_workers: int = 0,
         num_names_to_generate: int = 50,
+        formulation: Literal["windows", "whole_names"] = "windows",
     ):
         """
         Args:
@@ -114,6 +146,11 @@ class PetNamesDataModule(LightningDataModule):
             context_length: characters the model sees before predicting the next; the reference uses 8.
             val_fraction: share of distinct names held out for validation (split by name, seeded).
             num_names_to_generate: how many names `cli.py predict` samples.
+            formulation: what a training example is, and so which conditional the model learns and samples from.
+                `windows` (the reference's): every prefix of every name as its last `context_length` characters,
+                left-padded, each character predicted from those. `whole_names`: one name after `context_length`
+                padding characters, each character predicted once from everything before it; `batch_size` then
+                counts names.
         """
         super().__init__()
         if not 0 <= val_fraction < 1:
@@ -122,8 +159,8 @@ class PetNamesDataModule(LightningDataModule):
         self.names: list[str] = []
         self.held_out_names: set[str] = set()  # the validation names, never trained on
         self.dropped_names = 0
-        self.train_windows: CharWindows | None = None
-        self.val_windows: CharWindows | None = None
+        self.train_examples: CharWindows | None = None  # windows, or names with `formulation: whole_names`
+        self.val_examples: CharWindows | None = None
 
     @property
     def vocab(self) -> str:
@@ -132,6 +169,10 @@ class PetNamesDataModule(LightningDataModule):
     @property
     def context_length(self) -> int:
         return self.hparams.context_length
+
+    @property
+    def formulation(self) -> str:
+        return self.hparams.formulation
 
     def setup(self, stage: str) -> None:
         if self.names:
@@ -161,8 +202,13 @@ class PetNamesDataModule(LightningDataModule):
         self.held_out_names = val_names
         train = [name for name in self.names if name not in val_names]
         val = [name for name in self.names if name in val_names]
-        self.train_windows = CharWindows(*encode_windows(train, self.context_length))
-        self.val_windows = CharWindows(*encode_windows(val, self.context_length)) if val else None
+        self.train_examples = self._examples(train)
+        self.val_examples = self._examples(val) if val else None
+
+    def _examples(self, names: list[str]) -> CharWindows:
+        if self.formulation == "whole_names":
+            return WholeNames(*encode_whole_names(names, self.context_length))
+        return CharWindows(*encode_windows(names, self.context_length))
 
     def _loader(self, dataset: Dataset, shuffle: bool, batch_size: int | None = None) -> DataLoader:
         """Training (shuffled) batches come from a loader that resumes mid-epoch."""
@@ -174,10 +220,10 @@ class PetNamesDataModule(LightningDataModule):
         return DataLoader(dataset, batch_size=batch_size, **settings)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_windows, shuffle=True)
+        return self._loader(self.train_examples, shuffle=True)
 
     def val_dataloader(self):
-        return self._loader(self.val_windows, shuffle=False) if self.val_windows is not None else []
+        return self._loader(self.val_examples, shuffle=False) if self.val_examples is not None else []
 
     def predict_dataloader(self) -> DataLoader:
         """One item per name to generate; the model samples a whole batch of names at once."""

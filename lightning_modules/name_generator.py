@@ -1,8 +1,11 @@
 """The LSTM example: a character-level language model that invents pet names."""
 
+from typing import Literal
+
 import torch
 from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.trainer.states import TrainerFn
 from torch.nn import functional as F
 from torchmetrics.text import Perplexity
 
@@ -14,7 +17,8 @@ PAD_INDEX, STOP_INDEX = 0, 1
 
 
 class NameGenerator(LightningModule):
-    """Learns P(next character | previous ones) on fixed windows; generates names one character at a time.
+    """Learns P(next character | previous ones), on fixed windows or on whole names; generates names one character
+    at a time under the same conditional.
 
     Logs `train/loss` and `val/loss` (cross-entropy per predicted character, padding
     excluded) and `train/perplexity`, `val/perplexity`. Prediction returns generated names.
@@ -24,6 +28,7 @@ class NameGenerator(LightningModule):
         self,
         vocab: str,
         context_length: int = 8,
+        formulation: Literal["windows", "whole_names"] = "windows",
         hidden_size: int = 128,
         num_layers: int = 4,
         dropout: float = 0.0,
@@ -36,7 +41,10 @@ class NameGenerator(LightningModule):
         """
         Args:
             vocab: characters in index order, padding first and stop second; linked from the datamodule.
-            context_length: window length the model is trained on; linked from the datamodule.
+            context_length: window length, or padding before whole names, the model is trained on; linked from the
+                datamodule.
+            formulation: `windows` or `whole_names`, what the datamodule trains on; linked from it. Generation
+                conditions on the same: the last `context_length` characters, or the whole name so far.
             temperature: >1 gives wilder names, <1 safer ones.
             max_name_length: generation stops here when no stop character came.
             exclude_training_names: drop generated names that occur in the training data.
@@ -80,6 +88,13 @@ class NameGenerator(LightningModule):
         self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(targets))
         self.log("val/perplexity", self.val_perplexity, prog_bar=True, batch_size=len(targets))
 
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Outside fit, the weights decide the conditional to sample from: `cli.py predict` links the config's data
+        formulation over the checkpoint's, and a model trained on whole names must still generate from the carried
+        state (checkpoints from before the option trained on windows)."""
+        if self.trainer.state.fn != TrainerFn.FITTING:
+            self.hparams.formulation = checkpoint["hyper_parameters"].get("formulation", "windows")
+
     def on_predict_start(self) -> None:
         datamodule = self.trainer.datamodule
         self.known_names = set(datamodule.names) if self.exclude_training_names and datamodule is not None else set()
@@ -92,7 +107,13 @@ class NameGenerator(LightningModule):
     def generate(self, num_names: int) -> list[str]:
         """`num_names` names, lower-case as learned (`datamodules.pet_names.display_name` title-cases them)."""
         samples, lengths = self.network.sample(
-            num_names, PAD_INDEX, STOP_INDEX, self.hparams.context_length, self.max_name_length, self.temperature
+            num_names,
+            PAD_INDEX,
+            STOP_INDEX,
+            self.hparams.context_length,
+            self.max_name_length,
+            self.temperature,
+            carry_state=self.hparams.formulation == "whole_names",
         )
         vocab = self.hparams.vocab
         return ["".join(vocab[i] for i in row[:length]) for row, length in zip(samples.tolist(), lengths.tolist())]

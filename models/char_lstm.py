@@ -1,4 +1,4 @@
-"""Character-level LSTM language model with batched sampling."""
+"""Character-level LSTM language model with batched sampling under either training conditional."""
 
 import torch
 from torch import nn
@@ -41,22 +41,30 @@ class CharLSTM(nn.Module):
         max_length: int,
         temperature: float = 1.0,
         generator: torch.Generator | None = None,
+        carry_state: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample `num_samples` sequences at once, each character conditioned as in training.
+        """Sample `num_samples` sequences at once, each character conditioned as the model was trained.
 
-        Training predicts a character from the `context_length` characters before it, left-padded, run from a
-        zero state; so does this: each step runs the model over every unfinished sequence's last
-        `context_length` characters. Carrying the LSTM state across the whole name instead would condition on
-        sequences longer than any the model was trained on. Finished sequences leave the batch. Returns the
-        sampled indices (num_samples, max_length), stop-filled after each sequence's end, and each length.
+        Both conditionals start from `context_length` padding characters and a zero state. Trained on windows
+        (`carry_state=False`), each character is predicted from the `context_length` characters before it, so each
+        step re-runs every unfinished sequence's last `context_length` characters. Trained on whole sequences
+        (`carry_state=True`), each character is predicted from everything before it, so each step feeds the new
+        character into the carried LSTM state: one LSTM step per character, and the padding prefix, the same for
+        every sequence, runs once. Finished sequences leave the batch. Returns the sampled indices
+        (num_samples, max_length), stop-filled after each sequence's end, and each length.
         """
         device = self.head.weight.device
         samples = torch.full((num_samples, max_length), stop_index, dtype=torch.long, device=device)
         lengths = torch.full((num_samples,), max_length, dtype=torch.long, device=device)
         active = torch.arange(num_samples, device=device)
-        windows = torch.full((num_samples, context_length), pad_index, dtype=torch.long, device=device)
-        for position in range(max_length):
+        if carry_state:
+            logits, state = self(torch.full((1, context_length), pad_index, dtype=torch.long, device=device))
+            next_logits = logits[:, -1].expand(num_samples, -1).clone()
+            state = tuple(tensor.expand(-1, num_samples, -1).contiguous() for tensor in state)
+        else:
+            windows = torch.full((num_samples, context_length), pad_index, dtype=torch.long, device=device)
             next_logits = self(windows)[0][:, -1]
+        for position in range(max_length):
             next_logits[:, pad_index] = float("-inf")
             probabilities = torch.softmax(next_logits.float() / temperature, dim=-1)
             chars = sample_categorical(probabilities, generator)
@@ -64,8 +72,13 @@ class CharLSTM(nn.Module):
             stopped = chars == stop_index
             lengths[active[stopped]] = position
             keep = (~stopped).nonzero().squeeze(1)
-            if len(keep) == 0:
+            if len(keep) == 0 or position == max_length - 1:
                 break
-            active = active[keep]
-            windows = torch.cat([windows[keep, 1:], chars[keep, None]], dim=1)
+            active, chars = active[keep], chars[keep]
+            if carry_state:
+                logits, state = self(chars[:, None], tuple(tensor.index_select(1, keep) for tensor in state))
+                next_logits = logits[:, -1]
+            else:
+                windows = torch.cat([windows[keep, 1:], chars[:, None]], dim=1)
+                next_logits = self(windows)[0][:, -1]
         return samples, lengths

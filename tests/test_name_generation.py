@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, run_cli, small_run_args
-from datamodules.pet_names import VOCAB, clean_names, encode_windows, read_names
+from conftest import ROOT, last_value, read_metrics, run_cli, small_run_args
+from datamodules.pet_names import VOCAB, clean_names, encode_whole_names, encode_windows, read_names
 from lightning_modules.name_generator import PAD_INDEX, STOP_INDEX, NameGenerator
 from models.char_lstm import CharLSTM, sample_categorical
 
@@ -28,20 +28,58 @@ def sample_as_trained(model: CharLSTM, num: int, context_length: int, max_length
     return names
 
 
-def test_fast_sampling_draws_the_names_the_training_conditional_gives():
+def sample_as_trained_on_whole_names(
+    model: CharLSTM, num: int, context_length: int, max_length: int, generator: torch.Generator
+):
+    """The slow reference for `formulation: whole_names`, from `encode_whole_names`: one name at a time, each next
+    character drawn from the model run from a zero state over the name so far as a training row (padding, then the
+    name), at the row's last input, whose training target is the character after the name so far. Draws in the
+    fast sampler's order."""
+    names, finished = [""] * num, [False] * num
+    for _ in range(max_length):
+        for row in range(num):
+            if finished[row]:
+                continue
+            inputs, _, widths = encode_whole_names([names[row]], context_length)
+            logits = model(inputs[:, : widths[0]].long())[0][:, -1]
+            logits[:, PAD_INDEX] = float("-inf")
+            char = sample_categorical(torch.softmax(logits, dim=-1), generator).item()
+            finished[row] = char == STOP_INDEX
+            names[row] += "" if finished[row] else VOCAB[char]
+    return names
+
+
+@pytest.mark.parametrize(
+    "carry_state, slow_reference", [(False, sample_as_trained), (True, sample_as_trained_on_whole_names)]
+)
+def test_fast_sampling_draws_the_names_the_training_conditional_gives(carry_state, slow_reference):
     torch.manual_seed(0)
     model = CharLSTM(len(VOCAB), hidden_size=16, num_layers=2).eval()
     fast, lengths = model.sample(
-        48, PAD_INDEX, STOP_INDEX, context_length=8, max_length=14, generator=torch.Generator().manual_seed(5)
+        48,
+        PAD_INDEX,
+        STOP_INDEX,
+        context_length=8,
+        max_length=14,
+        generator=torch.Generator().manual_seed(5),
+        carry_state=carry_state,
     )
     fast_names = ["".join(VOCAB[i] for i in row[:length]) for row, length in zip(fast.tolist(), lengths.tolist())]
-    slow_names = sample_as_trained(
-        model, 48, context_length=8, max_length=14, generator=torch.Generator().manual_seed(5)
-    )
+    slow_names = slow_reference(model, 48, context_length=8, max_length=14, generator=torch.Generator().manual_seed(5))
     assert fast_names == slow_names
     assert min(map(len, fast_names)) < 8 and sum(len(name) > 8 for name in fast_names) >= 10, (
         "the test should cover early stops and names longer than the context"
     )
+
+
+def test_the_two_conditionals_agree_only_on_the_first_character():
+    """Both see 8 padding characters first; then they differ, so the test above tells which one a sampler uses."""
+    torch.manual_seed(0)
+    model = CharLSTM(len(VOCAB), hidden_size=16, num_layers=2).eval()
+    draws = dict(context_length=8, max_length=14)
+    windows = sample_as_trained(model, 48, **draws, generator=torch.Generator().manual_seed(5))
+    whole = sample_as_trained_on_whole_names(model, 48, **draws, generator=torch.Generator().manual_seed(5))
+    assert [name[:1] for name in windows] == [name[:1] for name in whole] and windows != whole
 
 
 def test_generated_names_respect_length_alphabet_and_stop():
@@ -110,3 +148,15 @@ def test_predict_honours_exclude_training_names(trained_checkpoint, tmp_path):
     excluded = predicted_names(trained_checkpoint, tmp_path / "excluded", *short)
     assert set(kept) & known, "two-letter names include real ones (Bo, Jo, ...)"
     assert not set(excluded) & known
+
+
+def test_whole_names_train_through_the_cli_and_generate_from_the_carried_state(tmp_path):
+    """Predict samples from the conditional the checkpoint learned, whatever formulation the predict config names."""
+    whole_names = ("--data.init_args.formulation", "whole_names")
+    run_cli("fit", small_run_args("lstm.yaml", tmp_path / "fit", None, *whole_names, "--trainer.max_steps", "3"))
+    rows = read_metrics(tmp_path / "fit")
+    assert 0 < last_value(rows, "val/loss") < last_value(rows, "train/loss") + 1
+    (checkpoint,) = (tmp_path / "fit").rglob("last.ckpt")
+    as_trained = predicted_names(checkpoint, tmp_path / "as_trained", *whole_names)
+    config_says_windows = predicted_names(checkpoint, tmp_path / "config_says_windows")
+    assert as_trained and as_trained == config_says_windows

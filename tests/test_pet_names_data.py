@@ -11,7 +11,9 @@ from datamodules.pet_names import (
     VOCAB,
     CharWindows,
     PetNamesDataModule,
+    WholeNames,
     clean_names,
+    encode_whole_names,
     encode_windows,
     keep_batch,
     read_names,
@@ -63,21 +65,54 @@ def test_batches_come_whole_from_tensor_indexing():
     assert torch.equal(x, dataset.inputs[:5].long())
 
 
+def test_whole_names_predict_every_character_and_the_stop_once_after_the_padding():
+    inputs, targets, widths = encode_whole_names(["bo", "abcdefghij"], context_length=4)
+    assert [window_text(row[:width]) for row, width in zip(inputs, widths)] == ["****bo", "****abcdefghij"]
+    assert [window_text(row[:width]) for row, width in zip(targets, widths)] == ["***bo+", "***abcdefghij+"]
+    predicted = [window_text(row[row != VOCAB.index(PAD)]) for row in targets]
+    assert predicted == ["bo+", "abcdefghij+"]
+
+
+def test_whole_name_batches_are_cut_to_their_longest_name():
+    dataset = WholeNames(*encode_whole_names(["bella", "max", "mister whiskers"], context_length=8))
+    inputs, targets = dataset.__getitems__([0, 1])
+    assert inputs.shape == targets.shape == (2, 8 + len("bella")) and inputs.dtype == torch.long
+    assert window_text(targets[0]).endswith("bella+") and window_text(targets[1]).endswith("max+**")
+
+
+def test_whole_names_loader_resumes_mid_epoch():
+    """The same resumable loader as windows: a new loader given the state after 2 batches deals out the rest."""
+    datamodule = PetNamesDataModule(formulation="whole_names", batch_size=4096)
+    datamodule.setup("fit")
+    loader = datamodule.train_dataloader()
+    batches = iter(loader)
+    for _ in range(2):
+        next(batches)
+    state = loader.state_dict()
+    rest = [inputs for inputs, _ in batches]
+    resumed = datamodule.train_dataloader()
+    resumed.load_state_dict(state)
+    resumed_rest = [inputs for inputs, _ in resumed]
+    assert len(rest) == len(resumed_rest) == len(loader) - 2
+    assert all(torch.equal(a, b) for a, b in zip(rest, resumed_rest))
+    assert state["dataset_size"] == len(datamodule.train_examples) < len(datamodule.names)
+
+
 def test_real_data_keeps_the_documented_names_and_splits_by_name():
     datamodule = PetNamesDataModule(val_fraction=0.1, seed=3)
     datamodule.setup("fit")
     assert len(datamodule.names) == 64357
     assert datamodule.dropped_names == 66042 - 64357
-    train_names = set(names_from_targets(datamodule.train_windows.targets))
-    val_names = set(names_from_targets(datamodule.val_windows.targets))
+    train_names = set(names_from_targets(datamodule.train_examples.targets))
+    val_names = set(names_from_targets(datamodule.val_examples.targets))
     assert train_names | val_names == set(datamodule.names)
     assert not train_names & val_names
     again = PetNamesDataModule(val_fraction=0.1, seed=3)
     again.setup("fit")
-    assert torch.equal(again.val_windows.inputs, datamodule.val_windows.inputs)
+    assert torch.equal(again.val_examples.inputs, datamodule.val_examples.inputs)
     total_windows = sum(len(name) + 1 for name in datamodule.names)
-    assert len(datamodule.train_windows) + len(datamodule.val_windows) == total_windows
-    assert 0.05 < len(datamodule.val_windows) / total_windows < 0.2
+    assert len(datamodule.train_examples) + len(datamodule.val_examples) == total_windows
+    assert 0.05 < len(datamodule.val_examples) / total_windows < 0.2
 
 
 def test_names_load_from_json_and_text(tmp_path):
