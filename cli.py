@@ -20,6 +20,7 @@ from launchers import DaskOptions, dask_requested  # cookiecutter: only with das
 from resume.atomic_io import AtomicCheckpointIO
 from resume.latest import check_fits, resolve_last
 from resume.random_state import RandomState
+from resume.torchrun_restarts import separate_restart_attempts
 
 LOST_PEER_EXIT_CODE = 128 + signal.SIGABRT
 
@@ -124,6 +125,7 @@ def main(args: list[str] | None = None) -> None:
     """Exit statuses: 0 done; 2 bad input (never worth a retry); 143 stopped by SIGTERM/SIGINT with a checkpoint;
     134 another process of the job was lost; 1 anything else. 128 and above: a restart resumes (`--ckpt_path last`).
     """
+    separate_restart_attempts()
     try:
         run(args)
     except Exception as error:

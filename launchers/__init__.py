@@ -20,6 +20,13 @@ class DaskOptions:
             before the run fails instead of hanging.
         resume: Continue the experiment's newest checkpoint when no --ckpt_path is given, as a restarted
             job should (--ckpt_path last); false starts a new run.
+        max_restarts: How often a failed run starts all ranks again from the last checkpoint: a dead worker, a
+            timed-out collective, any error but bad input. Default 3 on an existing cluster, where losing a
+            machine is routine, and 1 on an embedded one, where a rank dies mostly of a bug or of memory that
+            a second try repeats.
+        min_workers: On an existing cluster, restart with as few as this many ranks when fewer healthy workers
+            than ranks remain (each rank keeps its batch size and the learning rate, so the global batch
+            shrinks). By default a restart needs as many workers as the run started with.
     """
 
     n_workers: int | None = None
@@ -27,6 +34,8 @@ class DaskOptions:
     restart: bool = False
     timeout_s: float = 600.0
     resume: bool = True
+    max_restarts: int | None = None
+    min_workers: int | None = None
 
 
 def dask_requested(options) -> bool:

@@ -45,7 +45,8 @@ from launchers.dask_worker import (
     run_rank,
 )
 from resume.checkpoint import keep_as_previous
-from resume.latest import RUN_FOLDERS
+from resume.csv_logger import drop_rows_from_step
+from resume.latest import RUN_FOLDERS, checkpoint_candidates, first_usable
 from resume.preemption import STOP_SIGNALS, Preempted, restore_handlers
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,12 @@ POLL_S = 0.5
 SETTLE_S = 2.0
 # Seconds for cluster housekeeping: connecting, restarting workers, picking the port.
 CLUSTER_TIMEOUT_S = 60
+# How long a restart waits for the workers of the failed attempt to be back (a nanny restarts a dead worker within
+# seconds) before it goes on with fewer (--dask.min_workers) or fails.
+REPLACEMENT_WAIT_S = 30
+# See DaskOptions.max_restarts.
+EMBEDDED_MAX_RESTARTS = 1
+EXISTING_MAX_RESTARTS = 3
 DEATH_MESSAGE = re.compile(r"Worker process (\d+) (.+)")
 VERSION_DIR = re.compile(r"version_(\d+)")
 METRICS_FILE = "metrics.csv"
@@ -88,16 +95,15 @@ CHECKPOINT_KEYWORDS = {"last", "best", "hpc", "registry"}
 def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) -> None:
     """Run `job([subcommand, "--config", FILE])` on every rank, on the Dask cluster the config's `dask` section names.
 
+    A failure that a retry can fix starts every rank again from the newest checkpoint, up to `max_restarts` times.
+
     Args:
         job: the entry point each rank runs (cli.py's `run`), sent to the workers by reference.
         resolved: the subcommand's whole parsed config as plain data, as `--print_config` shows it.
     """
     options = DaskOptions(**resolved["dask"])
     config_text = yaml.safe_dump(resolved, sort_keys=False)  # before the run's version is pinned below
-    if options.n_workers is not None and options.n_workers < 1:
-        raise UserInputError(f"--dask.n_workers must be at least 1, got {options.n_workers}")
-    if options.timeout_s <= 0:
-        raise UserInputError(f"--dask.timeout_s must be positive, got {options.timeout_s}")
+    check_options(options)
     output_root = client_output_root(resolved)
     pin_run_version(resolved, output_root)
     strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"), options.timeout_s)
@@ -110,60 +116,108 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
         if options.restart:
             log.info("dask: restarting the cluster's workers")
             client.restart(timeout=CLUSTER_TIMEOUT_S)
-        workers = chosen_workers(client, options)
-        pids = client.run(os.getpid, workers=workers)
-        main_address = get_address_host(workers[0])
-        main_port = client.submit(open_port, workers=[workers[0]], pure=False, allow_other_workers=False).result(
-            timeout=CLUSTER_TIMEOUT_S
-        )
-        for rank, worker in enumerate(workers):
-            log.info(f"dask: rank {rank} on worker {worker} (pid {pids[worker]})")
+        max_restarts = options.max_restarts
+        if max_restarts is None:
+            max_restarts = EMBEDDED_MAX_RESTARTS if embedded else EXISTING_MAX_RESTARTS
+        ranks = None
+        for restart in range(max_restarts + 1):
+            workers = chosen_workers(client, options, ranks)
+            ranks = ranks or len(workers)
+            receiver = CheckpointReceiver(client, output_root)
+            try:
+                results = run_attempt(job, subcommand, resolved, strategy, client, workers, checkpoint, receiver)
+            except RankFailure as failure:
+                last = restart == max_restarts or failure.user_error is not None
+                report = failure.report(death_reasons, tracebacks=last)  # before cancelling changes what it reads
+                stop_ranks(client, failure.futures, workers, cluster_closes=embedded and last)
+                if failure.user_error is not None:  # bad input fails the same way every time
+                    raise failure.user_error from None
+                if last:
+                    restarts = f" after {max_restarts} restart(s)" if max_restarts else ""
+                    raise SystemExit(f"error: the Dask run stopped{restarts}: {report}") from None
+                checkpoint, step = receiver.resume_point(checkpoint)
+                resumed = f"resuming at step {step}" if step is not None else "from the start: no checkpoint yet"
+                log.info(f"dask: {report}; restart {restart + 1} of {max_restarts}, {resumed}")
+                continue
+            destination = write_run_dir(results[0], output_root, config_text, receiver.metrics_bases)
+            log.info(f"dask: rank 0's results are in {destination}")
+            if any(result["preempted"] for result in results):
+                log.info(
+                    f"dask: stopped with a checkpoint in {destination / 'checkpoints'}; "
+                    "the same command continues the run"
+                )
+                raise Preempted
+            return
 
-        topic = f"lightning-dask-{uuid.uuid4().hex}"
-        client.subscribe_topic(topic, show_metrics)
-        rank_config = yaml.safe_dump(rank_run_config(resolved, strategy, len(workers), topic), sort_keys=False)
-        shipped_checkpoint = client.scatter(checkpoint, broadcast=True) if checkpoint is not None else None
-        stop_event = f"{topic}-stop"
-        checkpoints = CheckpointReceiver(client, f"{topic}-checkpoints", output_root)
-        futures = [
-            client.submit(
-                run_rank,
-                job_reference(job),
-                subcommand,
-                rank_config,
-                rank,
-                len(workers),
-                main_address,
-                main_port,
-                shipped_checkpoint,
-                stop_event,
-                checkpoints.queue_name,
-                key=f"{topic}-rank{rank}",
-                workers=[worker],
-                pure=False,
-                allow_other_workers=False,
-            )
-            for rank, worker in enumerate(workers)
-        ]
-        try:
-            with stop_requests_forwarded(client, stop_event):
-                failed = wait_for_ranks(client, futures, workers, on_poll=checkpoints.receive)
-            checkpoints.receive()
-        except BaseException:  # a second Ctrl-C here must not leave ranks training on an existing cluster
-            stop_ranks(client, futures, workers, embedded)
-            raise
-        if failed:
-            failure = run_failure(client, failed, futures, workers, pids, death_reasons)
-            stop_ranks(client, futures, workers, embedded)
-            raise failure
-        results = [future.result() for future in futures]
-        destination = write_run_dir(results[0], output_root, config_text)
-        log.info(f"dask: rank 0's results are in {destination}")
-        if any(result["preempted"] for result in results):
-            log.info(
-                f"dask: stopped with a checkpoint in {destination / 'checkpoints'}; the same command continues the run"
-            )
-            raise Preempted
+
+def check_options(options: DaskOptions) -> None:
+    for name in ("n_workers", "min_workers"):
+        if getattr(options, name) is not None and getattr(options, name) < 1:
+            raise UserInputError(f"--dask.{name} must be at least 1, got {getattr(options, name)}")
+    if options.timeout_s <= 0:
+        raise UserInputError(f"--dask.timeout_s must be positive, got {options.timeout_s}")
+    if options.max_restarts is not None and options.max_restarts < 0:
+        raise UserInputError(f"--dask.max_restarts must be 0 or more, got {options.max_restarts}")
+    if options.min_workers is not None and options.address is None:
+        raise UserInputError("--dask.min_workers applies to an existing cluster (--dask.address)")
+
+
+def run_attempt(
+    job: Callable,
+    subcommand: str,
+    resolved: dict,
+    strategy: dict,
+    client: Client,
+    workers: list[str],
+    checkpoint: bytes | None,
+    receiver: "CheckpointReceiver",
+) -> list[dict]:
+    """Run every rank once: their results, or a RankFailure with the ranks still pinned to their workers."""
+    pids = client.run(os.getpid, workers=workers)
+    main_address = get_address_host(workers[0])
+    main_port = client.submit(open_port, workers=[workers[0]], pure=False, allow_other_workers=False).result(
+        timeout=CLUSTER_TIMEOUT_S
+    )
+    for rank, worker in enumerate(workers):
+        log.info(f"dask: rank {rank} on worker {worker} (pid {pids[worker]})")
+
+    topic = f"lightning-dask-{uuid.uuid4().hex}"
+    client.subscribe_topic(topic, show_metrics)
+    rank_config = yaml.safe_dump(
+        rank_run_config(resolved, strategy, len(workers), topic, receiver.queue_name), sort_keys=False
+    )
+    shipped_checkpoint = client.scatter(checkpoint, broadcast=True) if checkpoint is not None else None
+    stop_event = f"{topic}-stop"
+    futures = [
+        client.submit(
+            run_rank,
+            job_reference(job),
+            subcommand,
+            rank_config,
+            rank,
+            len(workers),
+            main_address,
+            main_port,
+            shipped_checkpoint,
+            stop_event,
+            receiver.queue_name,
+            key=f"{topic}-rank{rank}",
+            workers=[worker],
+            pure=False,
+            allow_other_workers=False,
+        )
+        for rank, worker in enumerate(workers)
+    ]
+    try:
+        with stop_requests_forwarded(client, stop_event):
+            failed = wait_for_ranks(client, futures, workers, on_poll=receiver.receive)
+        receiver.receive()
+    except BaseException:  # a second Ctrl-C here must not leave ranks training on an existing cluster
+        stop_ranks(client, futures, workers, cluster_closes=False)
+        raise
+    if failed:
+        raise RankFailure(client, failed, futures, workers, pids)
+    return [future.result() for future in futures]
 
 
 @contextmanager
@@ -241,20 +295,32 @@ def recorded_worker_deaths() -> Iterator[dict[int, str]]:
         nanny_log.removeHandler(handler)
 
 
-def chosen_workers(client: Client, options: DaskOptions) -> list[str]:
-    """Worker addresses in a stable order; rank i runs on the i-th."""
-    if options.n_workers is not None:
+def chosen_workers(client: Client, options: DaskOptions, ranks: int | None = None) -> list[str]:
+    """Worker addresses in a stable order; rank i runs on the i-th. A restart (`ranks` known) waits for as many."""
+    wanted = ranks or options.n_workers
+    if wanted is not None:
         try:
-            client.wait_for_workers(options.n_workers, timeout=CLUSTER_TIMEOUT_S)
+            client.wait_for_workers(wanted, timeout=REPLACEMENT_WAIT_S if ranks else CLUSTER_TIMEOUT_S)
         except TimeoutError as error:
             found = len(client.scheduler_info()["workers"])
-            raise UserInputError(
-                f"the Dask cluster has {found} worker(s) but --dask.n_workers asks for {options.n_workers}"
-            ) from error
+            if ranks is None:
+                raise UserInputError(
+                    f"the Dask cluster has {found} worker(s) but --dask.n_workers asks for {options.n_workers}"
+                ) from error
+            if found < (options.min_workers or ranks):
+                raise SystemExit(
+                    f"error: the Dask run stopped: {found} healthy worker(s) left for {ranks} ranks "
+                    f"(--dask.min_workers {options.min_workers or ranks})"
+                ) from error
+            log.info(
+                f"dask: continuing with {found} of {ranks} ranks (--dask.min_workers {options.min_workers}): each "
+                "keeps its batch size and the learning rate, so the global batch is smaller"
+            )
+            wanted = found
     workers = sorted(client.scheduler_info()["workers"])
     if not workers:
         raise UserInputError(f"the Dask cluster at {options.address} has no workers")
-    return workers[: options.n_workers]
+    return workers[:wanted]
 
 
 def rank_strategy(strategy, timeout_s: float) -> dict:
@@ -305,7 +371,7 @@ def read_local_checkpoint(ckpt_path: str | None) -> bytes | None:
     return Path(ckpt_path).read_bytes()
 
 
-def rank_run_config(resolved: dict, strategy: dict, world_size: int, topic: str) -> dict:
+def rank_run_config(resolved: dict, strategy: dict, world_size: int, topic: str, queue: str) -> dict:
     """The config every rank runs: the user's, minus the dask section, as one DDP process per node."""
     config = {key: value for key, value in resolved.items() if key != "dask"}
     trainer = config["trainer"] = dict(config["trainer"])
@@ -313,7 +379,7 @@ def rank_run_config(resolved: dict, strategy: dict, world_size: int, topic: str)
     trainer["plugins"] = [*as_list(trainer.get("plugins")), {"class_path": class_path(DaskRankEnvironment)}]
     trainer["callbacks"] = [
         *as_list(trainer.get("callbacks")),
-        {"class_path": class_path(MetricsToClient), "init_args": {"topic": topic}},
+        {"class_path": class_path(MetricsToClient), "init_args": {"topic": topic, "queue": queue}},
     ]
     return config
 
@@ -347,58 +413,68 @@ def wait_for_ranks(client: Client, futures: list, workers: list[str], on_poll=la
         time.sleep(POLL_S)
 
 
-def stop_ranks(client: Client, futures: list, workers: list[str], embedded: bool) -> None:
-    """Cancel every rank; on an existing cluster also restart the workers whose rank is still running.
+def stop_ranks(client: Client, futures: list, workers: list[str], cluster_closes: bool) -> None:
+    """Cancel every rank and restart the workers whose rank is still running, unless the cluster closes anyway.
 
     Cancelling a running task does not stop its thread, which would wait in a collective for the
-    failed rank until the timeout. An embedded cluster is closed right after, which ends them all.
+    failed rank until the timeout.
     """
     alive = set(client.scheduler_info()["workers"])
     still_running = [
         worker for future, worker in zip(futures, workers) if future.status == "pending" and worker in alive
     ]
     client.cancel(futures, force=True)
-    if still_running and not embedded:
+    if still_running and not cluster_closes:
         log.info(f"dask: restarting workers {still_running}, whose ranks were still running")
         client.restart_workers(still_running, timeout=CLUSTER_TIMEOUT_S, raise_for_error=False)
 
 
-def run_failure(
-    client: Client,
-    failed: set[int],
-    futures: list,
-    workers: list[str],
-    pids: dict[str, int],
-    death_reasons: dict[int, str],
-) -> Exception:
-    """One line naming each failed rank, its worker and why; a UserInputError when a rank reported one."""
-    # A dead worker or a cancelled task is the cause; the other ranks' errors are then broken connections.
-    causes, errors = [], []
-    for rank in sorted(failed):
-        worker = workers[rank]
-        where = f"rank {rank} (Dask worker {worker}, pid {pids[worker]})"
-        if futures[rank].status == "error":
-            errors.append((where, futures[rank].exception()))
-        elif futures[rank].status == "cancelled":
-            causes.append(f"{where} was cancelled outside this run")
-        else:
-            causes.append(f"{where} died: {death_reasons.get(pids[worker]) or removal_reason(client, worker)}")
-    user_errors = [(where, find_user_error(error)) for where, error in errors if find_user_error(error) is not None]
-    if user_errors and not causes:
-        where, user_error = user_errors[0]
-        return UserInputError(f"{where}: {one_line(user_error)}")
-    for where, error in errors if not causes else []:
-        log.error(f"dask: {where} raised:\n{''.join(traceback.format_exception(error))}")
-    reports = causes + [f"{where} failed: {type(error).__name__}: {one_line(error)}" for where, error in errors]
-    # A rank still running when another timed out waiting for it is the one that hung.
-    running = [
-        f"rank {rank} (Dask worker {workers[rank]})"
-        for rank, future in enumerate(futures)
-        if rank not in failed and future.status == "pending"
-    ]
-    if running:
-        reports.append(f"still running: {', '.join(running)}")
-    return SystemExit(f"error: the Dask run stopped: {'; '.join(reports)}")
+class RankFailure(Exception):
+    """Ranks of one attempt failed: which, on which worker, and why; `user_error` when a rank reported bad input."""
+
+    def __init__(self, client: Client, failed: set[int], futures: list, workers: list[str], pids: dict[str, int]):
+        super().__init__(failed)
+        self.client, self.failed, self.futures, self.workers, self.pids = client, failed, futures, workers, pids
+        errors = [futures[rank].exception() for rank in failed if futures[rank].status == "error"]
+        user_errors = [find_user_error(error) for error in errors if find_user_error(error) is not None]
+        self.user_error = None
+        if user_errors and len(errors) == len(failed):
+            rank = min(rank for rank in failed if find_user_error(futures[rank].exception()) is not None)
+            self.user_error = UserInputError(f"{self._where(rank)}: {one_line(user_errors[0])}")
+
+    def _where(self, rank: int) -> str:
+        worker = self.workers[rank]
+        return f"rank {rank} (Dask worker {worker}, pid {self.pids[worker]})"
+
+    def report(self, death_reasons: dict[int, str], tracebacks: bool = False) -> str:
+        """One line: a dead worker or a cancelled task is the cause; other ranks' errors then are broken connections.
+
+        With `tracebacks`, the errors of ranks that raised on their own are also logged in full.
+        """
+        causes, errors = [], []
+        for rank in sorted(self.failed):
+            future, worker = self.futures[rank], self.workers[rank]
+            if future.status == "error":
+                errors.append((self._where(rank), future.exception()))
+            elif future.status == "cancelled":
+                causes.append(f"{self._where(rank)} was cancelled outside this run")
+            else:
+                reason = death_reasons.get(self.pids[worker]) or removal_reason(self.client, worker)
+                causes.append(f"{self._where(rank)} died: {reason}")
+        if causes:  # the other ranks' errors are then broken connections to the dead or cancelled one
+            errors = []
+        for where, error in errors if tracebacks else []:
+            log.error(f"dask: {where} raised:\n{''.join(traceback.format_exception(error))}")
+        reports = causes + [f"{where} failed: {type(error).__name__}: {one_line(error)}" for where, error in errors]
+        # A rank still running when another timed out waiting for it is the one that hung.
+        running = [
+            f"rank {rank} (Dask worker {self.workers[rank]})"
+            for rank, future in enumerate(self.futures)
+            if rank not in self.failed and future.status == "pending"
+        ]
+        if running:
+            reports.append(f"still running: {', '.join(running)}")
+        return "; ".join(reports)
 
 
 def removal_reason(client: Client, worker: str) -> str:
@@ -433,37 +509,78 @@ def pin_run_version(resolved: dict, output_root: Path) -> None:
 
 
 class CheckpointReceiver:
-    """Stores the checkpoints rank 0 sends while it trains under the client's output root, as rank 0 has them."""
+    """Stores what rank 0 sends while it trains, under the client's output root as rank 0 has it: each checkpoint as
+    it is written, and with it the attempt's metrics so far, added to the rows the run had before the attempt."""
 
-    def __init__(self, client: Client, queue_name: str, output_root: Path):
-        self.queue_name, self.output_root = queue_name, output_root
-        self._queue = Queue(queue_name, client=client)
+    def __init__(self, client: Client, output_root: Path):
+        self.queue_name, self.output_root = f"lightning-dask-files-{uuid.uuid4().hex}", output_root
+        self._queue = Queue(self.queue_name, client=client)
+        self.checkpoints: list[Path] = []
+        self.metrics_bases: dict[Path, str | None] = {}  # metrics file -> its text before this attempt
 
     def receive(self) -> None:
         while self._queue.qsize():
-            future = self._queue.get()
-            sent = future.result()
-            future.release()
-            store_checkpoint(self.output_root / sent.path, sent.data)
+            future = self._queue.get(timeout=CLUSTER_TIMEOUT_S)
+            try:
+                sent = future.result(timeout=CLUSTER_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - lost with the worker that held it, before it was fetched
+                sent = None
+            finally:
+                future.release()
+            if sent is None:
+                continue
+            path = self.output_root / sent.path
+            if path.suffix == ".ckpt":
+                store_checkpoint(path, sent.data)
+                self.checkpoints.append(path)
+            else:
+                if path not in self.metrics_bases:
+                    self.metrics_bases[path] = path.read_text() if path.is_file() else None
+                write_atomically(path, combined_metrics(self.metrics_bases[path], sent.data).encode())
+
+    def resume_point(self, fallback: bytes | None) -> tuple[bytes | None, int | None]:
+        """The newest usable checkpoint received (its bytes and step), after dropping the metrics rows logged from its
+        step on, which the restart logs again; else `fallback`, the checkpoint the attempt started from."""
+        self.receive()
+        if not self.checkpoints:
+            return fallback, None
+        found = first_usable(checkpoint_candidates(self.checkpoints[-1].parent))
+        if found is None:
+            return fallback, None
+        path, progress = found
+        for metrics in self.metrics_bases:
+            drop_rows_from_step(metrics, progress["batches_that_stepped"] + 1)
+        return path.read_bytes(), progress["global_step"]
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.partial")
+    staging.write_bytes(data)
+    staging.replace(path)
 
 
 def store_checkpoint(path: Path, data: bytes) -> None:
     """Write atomically; a new last.ckpt keeps the one it replaces as previous.ckpt, as on the rank."""
     path.parent.mkdir(parents=True, exist_ok=True)
     keep_as_previous(path)
-    staging = path.with_name(f".{path.name}.partial")
-    staging.write_bytes(data)
-    staging.replace(path)
+    write_atomically(path, data)
 
 
-def write_run_dir(result: dict, output_root: Path, config_yaml: str) -> Path:
-    """Write rank 0's run directory under `output_root`; a resumed run's metrics.csv continues the one there."""
+def write_run_dir(
+    result: dict, output_root: Path, config_yaml: str, metrics_bases: dict[Path, str | None] | None = None
+) -> Path:
+    """Write rank 0's run directory under `output_root`; a resumed run's metrics.csv continues the one there.
+
+    `metrics_bases`: the metrics files' text before this attempt, where the attempt already sent rows.
+    """
     destination = output_root / result["run_dir"]
     for relative_path, data in result["files"].items():
         path = destination / relative_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        if relative_path == METRICS_FILE and path.is_file():
-            append_metrics(path, data)
+        if relative_path == METRICS_FILE:
+            base = (metrics_bases or {}).get(path, path.read_text() if path.is_file() else None)
+            write_atomically(path, combined_metrics(base, data).encode())
         elif path.suffix == ".ckpt":
             continue  # received while training, in the order they were written
         elif not CONFIG_FILE.fullmatch(relative_path):
@@ -473,18 +590,19 @@ def write_run_dir(result: dict, output_root: Path, config_yaml: str) -> Path:
     return destination
 
 
-def append_metrics(existing: Path, new_rows_csv: bytes) -> None:
-    """Add a resumed session's rows to the run's metrics.csv, under the union of both headers."""
-    with existing.open(newline="") as handle:
-        old = csv.DictReader(handle)
-        fieldnames, rows = list(old.fieldnames or []), list(old)
+def combined_metrics(base: str | None, new_rows_csv: bytes) -> str:
+    """A run's earlier metrics rows followed by an attempt's, under the union of both headers."""
+    old = csv.DictReader(io.StringIO(base or ""))
+    rows = list(old)
+    fieldnames = list(old.fieldnames or [])
     new = csv.DictReader(io.StringIO(new_rows_csv.decode()))
     new_rows = list(new)
     fieldnames += [name for name in new.fieldnames or [] if name not in fieldnames]
-    with existing.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=sorted(fieldnames))
-        writer.writeheader()
-        writer.writerows(rows + new_rows)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=sorted(fieldnames))
+    writer.writeheader()
+    writer.writerows(rows + new_rows)
+    return text.getvalue()
 
 
 def next_version(parent: Path) -> int:

@@ -76,14 +76,17 @@ class DaskRankEnvironment(ClusterEnvironment):
 
 
 class MetricsToClient(Callback):
-    """Sends global rank 0's metrics at the end of each epoch to the launching client as a Dask event."""
+    """Sends global rank 0's metrics to the launching client: each epoch's as a Dask event, to print, and the
+    metrics file after every checkpoint, so that the client's copy reaches the step a restart resumes from."""
 
-    def __init__(self, topic: str):
+    def __init__(self, topic: str, queue: str | None = None):
         """
         Args:
             topic: the Dask event topic the client listens to for this run.
+            queue: the Dask queue the client reads files from (see CheckpointsToClient).
         """
-        self.topic = topic
+        self.topic, self.queue = topic, queue
+        self._checkpoint_saved = False
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._send(trainer, "fit")
@@ -94,6 +97,31 @@ class MetricsToClient(Callback):
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._send(trainer, "test")
+
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
+        """Lightning logs the step's metrics after its checkpoint: send the file once they are in, at the next hook."""
+        self._checkpoint_saved = True
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+        self._send_metrics_file(trainer)
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._send_metrics_file(trainer)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._send_metrics_file(trainer)
+
+    def _send_metrics_file(self, trainer: Trainer) -> None:
+        logger = trainer.logger
+        if not self._checkpoint_saved or not trainer.is_global_zero or self.queue is None:
+            return
+        self._checkpoint_saved = False
+        if logger is None or logger.log_dir is None or logger.save_dir is None:
+            return
+        logger.save()
+        metrics = Path(logger.log_dir) / "metrics.csv"
+        if metrics.is_file():
+            send_file(self.queue, metrics.relative_to(logger.save_dir).as_posix(), metrics.read_bytes())
 
     def _send(self, trainer: Trainer, stage: str) -> None:
         if not trainer.is_global_zero:
@@ -132,12 +160,19 @@ class CheckpointsToClient(AtomicCheckpointIO):
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         super().save_checkpoint(checkpoint, path, storage_options)
-        from distributed import Queue, get_client
-
-        client = get_client()
         relative = Path(path).resolve().relative_to(Path(self.output_root).resolve()).as_posix()
-        # A queue carries a future only as a whole element, so the path travels inside the scattered data.
-        Queue(self.queue, client=client).put(client.scatter(SentFile(relative, Path(path).read_bytes())))
+        send_file(self.queue, relative, Path(path).read_bytes())
+
+
+def send_file(queue: str, relative_path: str, data: bytes) -> None:
+    """Leave the bytes on this worker and put a reference to them in the client's queue."""
+    from distributed import Queue, get_client, get_worker
+
+    client = get_client()
+    # A queue carries a future only as a whole element, so the path travels inside the scattered data. Kept on this
+    # worker: no other worker, which may be the one that just died, is involved.
+    sent = client.scatter(SentFile(relative_path, data), workers=[get_worker().address], direct=True)
+    Queue(queue, client=client).put(sent)
 
 
 def job_reference(job: Callable) -> str:

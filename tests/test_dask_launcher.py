@@ -123,7 +123,9 @@ def test_fit_through_dask_matches_ddp_and_returns_results(config, tmp_path, shap
 def test_killed_worker_stops_the_run_and_tears_the_cluster_down(tmp_path):
     import psutil
 
-    args = small_run_args("lstm.yaml", tmp_path, None, "--trainer.max_epochs", "200", "--dask.n_workers", "2")
+    args = small_run_args(
+        "lstm.yaml", tmp_path, None, "--trainer.max_epochs", "200", "--dask.n_workers", "2", "--dask.max_restarts", "0"
+    )
     client = subprocess.Popen(
         [sys.executable, "cli.py", "fit", *args],
         cwd=ROOT,
@@ -167,9 +169,10 @@ def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_p
 
 
 @pytest.mark.timeout(300)
-def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_path, capsys):
+def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_path, capsys, caplog):
     from distributed import LocalCluster
 
+    caplog.set_level(logging.INFO, logger="launchers.dask_launcher")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         address = ["--dask.address", cluster.scheduler_address]
         missing = tmp_path / "missing.txt"
@@ -181,10 +184,12 @@ def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_p
                 ),
             )
         assert exit_info.value.code == 2
-        error = capsys.readouterr().err
+        output = capsys.readouterr()
         assert re.search(
-            r"error: rank \d \(Dask worker tcp://\S+, pid \d+\): names file .*missing.txt does not exist", error
-        ), error
+            r"error: rank \d \(Dask worker tcp://\S+, pid \d+\): names file .*missing.txt does not exist", output.err
+        ), output.err
+        assert "rank 0 on worker" in caplog.text, "the launcher's log is captured"
+        assert "restart" not in caplog.text + output.err, "bad input is never retried (3 restarts by default here)"
 
         run_cli("fit", small_run_args("lstm.yaml", tmp_path / "ok", None, *address, "--dask.restart", "true"))
         assert len(cluster.scheduler_info["workers"]) == 2

@@ -11,6 +11,7 @@ import csv
 import hashlib
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,9 +163,9 @@ def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stra
 DASK = ["--dask.n_workers", "2"]
 
 
-@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL", "SIGINT to the client"])
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT to the client"])
 def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
-    """A rank's worker process gets SIGTERM or SIGKILL, or the client gets SIGINT; the same command then resumes.
+    """A rank's worker process gets SIGTERM, or the client gets SIGINT; the same command then resumes.
 
     No filesystem is shared: rank 0 sends each checkpoint to the client as it is written.
     """
@@ -182,11 +183,8 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
             f"--trainer.callbacks.init_args.to_parent={to_parent}",
         )
     )
-    if stop == "SIGKILL":
-        assert code == 1 and "died: was killed by signal 9" in output, f"{context}\n{output[-3000:]}"
-    else:
-        assert code == 143, f"{context}\n{output[-3000:]}"
-        assert "preempted at step" in output and "the same command continues the run" in output, context
+    assert code == 143, f"{context}\n{output[-3000:]}"
+    assert "preempted at step" in output and "the same command continues the run" in output, context
 
     output = run_ok(mlp_args(settings, tmp_path, "single", *DASK))
     assert "resume: continuing from" in output, f"{context}\n{output[-3000:]}"
@@ -196,12 +194,39 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
     )
 
 
+def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninterrupted_run(
+    uninterrupted, settings, tmp_path
+):
+    """One command: a rank's worker is killed (-9) mid-epoch, the launcher restarts every rank from the checkpoint
+    rank 0 sent, and the job ends with the uninterrupted weights and metrics in one run directory."""
+    draw = random.Random(f"{SEED}-dask-restart")
+    step, rank = draw.randint(5, 7), draw.randrange(2)
+    context = f"dask, SIGKILL at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
+    once = f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}"
+    output = run_ok(mlp_args(settings, tmp_path, "single", *DASK, *fault(step, "SIGKILL", rank), once))
+    resumed_at = (step - 1) - (step - 1) % 2  # last.ckpt every 2 steps; the one due at `step` comes after the kill
+    (story,) = [line for line in output.splitlines() if "restart 1 of" in line]
+    assert f"rank {rank} (Dask worker" in story and "died: was killed by signal 9" in story, f"{context}\n{story}"
+    assert story.endswith(f"restart 1 of 1, resuming at step {resumed_at}"), f"{context}\n{story}"
+    assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted["ddp"]), context)
+    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "one job, one run directory"
+    assert metric_rows(tmp_path) == metric_rows(uninterrupted["ddp"]), f"{context}: metrics.csv does not continue"
+
+
+def test_dask_restarts_exhausted_end_the_job_with_the_last_cause(settings, tmp_path):
+    """Killed again after its one restart: the job fails with the cause of the last failure."""
+    code, output = run(mlp_args(settings, tmp_path, "single", *DASK, *fault(6, "SIGKILL", rank=1)))
+    assert code == 1, output[-3000:]
+    assert "restart 1 of 1, resuming at step 4" in output, output[-3000:]
+    (error,) = [line for line in output.splitlines() if line.startswith("error:")]
+    assert re.fullmatch(
+        r"error: the Dask run stopped after 1 restart\(s\): rank 1 \(Dask worker \S+, pid \d+\) died: "
+        r"was killed by signal 9",
+        error,
+    ), error
+
+
 # cookiecutter: end
-@pytest.mark.skip(
-    reason="flaky with torch 2.14: restarted workers reuse the elastic agent's store without a per-attempt prefix "
-    "(torch/distributed/rendezvous.py, _create_c10d_store), so gloo may read the dead attempt's addresses and fail "
-    "with 'Connection refused' (it passes when the new addresses land first); cf. pytorch/pytorch#167288",
-)
 def test_torchrun_restarts_a_killed_worker_and_the_job_ends_with_the_uninterrupted_weights(
     uninterrupted, settings, tmp_path
 ):
