@@ -91,7 +91,7 @@ def _ignored(path: Path, is_dir: bool, patterns: list[str]) -> bool:
 
 
 def export(destination: Path, root: Path = ROOT) -> Path:
-    """Copy what a clone of root would hold (its files and cookiecutter's machinery, no built directory) to destination."""
+    """Copy what a clone of root holds (its files and cookiecutter's machinery, no built directory) to destination."""
     for path in _git_files(root) or _files_not_ignored(root):
         if path and not path.startswith(f"{TEMPLATE_DIR_NAME}/") and (root / path).is_file():
             (destination / path).parent.mkdir(parents=True, exist_ok=True)
