@@ -1,25 +1,29 @@
-"""Time to quality: how long the template's pet-name training takes to reach what the reference's reaches in an epoch.
+"""Time to quality: the two pet-name training formulations side by side, against the reference loop's one epoch.
 
-    python benchmarks/pet_name_quality.py [--threads 2] [--eval-every 5] [--max-minutes 10]
+    python benchmarks/pet_name_quality.py [--windows-epochs 2] [--threads 2] [--reference-nll NLL]
 
-Both train the same 4 x 128 LSTM from the same initial weights on the same 90% of the names; the
-other 10% (split by name, seeded) are held out. The quality measure is the held-out NLL per
-character, each character (and the stop) predicted once, conditioned as training and generation
-condition it: the last 8 characters, left-padded, from a zero state.
+`windows` (the reference's formulation, configs/lstm_reference.yaml's, with configs/lstm.yaml's batch 512 and Adam
+3e-3) predicts each character from the 8 before it, left-padded, from a zero state; `whole_names` (batch
+`--whole-batch` names, Adam `--whole-lr`) predicts each once, from the whole name so far after 8 padding characters.
+Each model is measured under its own conditional, the one its generator samples from: the held-out NLL per
+character is then the negative log-likelihood of the held-out names under that generator, so the two compare.
 
-1. The reference loop (benchmarks/reference_pet_names.py: its data preparation, batch 16384,
-   Adam 1e-3) trains one epoch; its held-out NLL is the target, its wall time the baseline.
-2. The template (configs/lstm.yaml's batch 512 and Adam 3e-3, the Lightning Trainer and
-   PetNamesDataModule) trains until its held-out NLL reaches the target, measured every
-   `--eval-every` steps; the time spent measuring is left out of its wall time.
+Both start from the same initial weights, on the same 90% of the names (the other 10%, split by name, held out),
+with PetNamesDataModule's loaders and NameGenerator's loss in a plain loop (no Trainer), so that the two pair step
+by step: the side with less training time so far takes the next step, and both train through the same minutes of
+this shared machine, whose speed drifts by tens of percent. `windows` trains `--windows-epochs` epochs;
+`whole_names` trains for the same time. The held-out NLL is measured at steps 1, 2, 4, ..., 64 and then every
+`--eval-seconds` of a side's training time; the time measuring is left out.
 
-Also printed: for the template's model at the end, the held-out NLL when each character is
-conditioned on the whole name so far through the carried LSTM state instead (what generation
-did before), which shows what that mismatch cost.
+Targets: the held-out NLL the reference loop (benchmarks/reference_pet_names.py: its data preparation, batch
+16384, Adam 1e-3) reaches after one epoch, run here first unless `--reference-nll` gives it, and the NLL `windows`
+reaches at the end of its budget. Generation: names/s at batch 4096, each model with its own sampler, alternating,
+`--generation-repeats` times.
 """
 
 import argparse
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -30,14 +34,20 @@ from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lightning.pytorch import Callback, Trainer  # noqa: E402
-
 from benchmarks import reference_pet_names as reference  # noqa: E402
-from datamodules.pet_names import VOCAB, PetNamesDataModule, clean_names, encode_windows, read_names  # noqa: E402
+from datamodules.pet_names import (  # noqa: E402
+    VOCAB,
+    PetNamesDataModule,
+    clean_names,
+    display_name,
+    encode_windows,
+    read_names,
+)
 from lightning_modules.name_generator import PAD_INDEX, NameGenerator  # noqa: E402
 from models.char_lstm import CharLSTM  # noqa: E402
 
 CONTEXT = 8
+EARLY_EVALUATIONS = {1, 2, 4, 8, 16, 32, 64}
 
 
 @torch.no_grad()
@@ -55,7 +65,8 @@ def windowed_nll(network: CharLSTM, names: list[str]) -> float:
 
 @torch.no_grad()
 def carried_state_nll(network: CharLSTM, names: list[str]) -> float:
-    """The same characters, each conditioned on the padding and the whole name before it through the LSTM state."""
+    """The same characters, each conditioned on the padding and the whole name before it: the whole-names
+    conditional, which the carried-state generator samples from."""
     total, count = 0.0, 0
     for length in sorted({len(name) for name in names}):
         group = [name for name in names if len(name) == length]
@@ -66,32 +77,84 @@ def carried_state_nll(network: CharLSTM, names: list[str]) -> float:
     return total / count
 
 
-class StopAtTarget(Callback):
-    """Measures the held-out NLL every `every` steps; stops training once it reaches `target`."""
+class Run:
+    """One formulation's model, optimizer and endless shuffled batches, timed step by step."""
 
-    def __init__(self, held_out: list[str], target: float, every: int):
-        self.held_out, self.target, self.every = held_out, target, every
-        self.measuring_seconds, self.reached = 0.0, None
+    def __init__(self, formulation: str, names_file: Path, batch_size: int, lr: float, initial_state: dict):
+        self.formulation = formulation
+        data = PetNamesDataModule(str(names_file), val_fraction=0.0, batch_size=batch_size, formulation=formulation)
+        data.setup("fit")
+        self.model = NameGenerator(VOCAB, formulation=formulation)
+        self.model.network.load_state_dict(initial_state)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
+        self.loader = data.train_dataloader()
+        self.steps_per_epoch = len(self.loader)
+        self.batches = self._batches()
+        self.steps, self.seconds, self.curve = 0, 0.0, []  # curve: (seconds, steps, held-out NLL)
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if trainer.global_step % self.every:
-            return
+    def _batches(self):
+        epoch = 0
+        while True:
+            self.loader.sampler.set_epoch(epoch)
+            yield from self.loader
+            epoch += 1
+
+    def step(self) -> None:
         start = time.perf_counter()
-        pl_module.eval()
-        nll = windowed_nll(pl_module.network, self.held_out)
-        pl_module.train()
-        self.measuring_seconds += time.perf_counter() - start
-        print(f"  template step {trainer.global_step}: held-out NLL {nll:.3f}", flush=True)
-        if nll <= self.target:
-            self.reached = (trainer.global_step, nll)
-            trainer.should_stop = True
+        self.model.train()
+        loss = self.model._loss(next(self.batches))[0]
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.seconds += time.perf_counter() - start
+        self.steps += 1
+
+    def held_out_nll(self, held_out: list[str]) -> float:
+        self.model.eval()
+        measure = carried_state_nll if self.formulation == "whole_names" else windowed_nll
+        return measure(self.model.network, held_out)
+
+    def evaluate(self, held_out: list[str]) -> None:
+        self.curve.append((self.seconds, self.steps, self.held_out_nll(held_out)))
+        print(f"  {self.formulation}: step {self.steps}, {self.seconds:.1f} s, held-out NLL {self.curve[-1][2]:.3f}")
+
+    def time_to(self, target: float) -> str:
+        reached = next(((seconds, steps) for seconds, steps, nll in self.curve if nll <= target), None)
+        return "not reached" if reached is None else f"{reached[0]:.1f} s (step {reached[1]})"
+
+
+def reference_one_epoch_nll(train: list[str], held_out: list[str], initial_state: dict) -> float:
+    torch.manual_seed(1)
+    model = reference.ReferenceModel()
+    model.load_state_dict({key.replace("head.", "fc."): value for key, value in initial_state.items()})
+    start = time.perf_counter()
+    reference.train_one_epoch(model, reference.PrefixDataset(train))
+    network = CharLSTM(len(VOCAB))
+    network.load_state_dict({key.replace("fc.", "head."): value for key, value in model.state_dict().items()})
+    nll = windowed_nll(network.eval(), held_out)
+    print(f"reference loop: one epoch in {time.perf_counter() - start:.1f} s, held-out NLL {nll:.3f}", flush=True)
+    return nll
+
+
+def names_per_second(run: Run, count: int) -> float:
+    start = time.perf_counter()
+    run.model.generate(count)
+    return count / (time.perf_counter() - start)
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--windows-epochs", type=float, default=2.0)
+    parser.add_argument("--whole-batch", type=int, default=64)
+    parser.add_argument("--whole-lr", type=float, default=3e-3)
+    parser.add_argument("--eval-seconds", type=float, default=10.0)
+    parser.add_argument("--reference-nll", type=float, help="skip the reference loop's epoch (about 2.5 minutes)")
+    parser.add_argument("--generation-repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--eval-every", type=int, default=5)
-    parser.add_argument("--max-minutes", type=float, default=10)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     names, _ = clean_names(read_names(Path("data/pet_names.txt")))
@@ -102,57 +165,63 @@ def main() -> None:
     train = [name for name in names if name not in held_out_set]
     torch.manual_seed(0)
     initial_state = CharLSTM(len(VOCAB)).state_dict()
+    reference_nll = args.reference_nll or reference_one_epoch_nll(train, held_out, initial_state)
 
-    torch.manual_seed(1)
-    model = reference.ReferenceModel()
-    model.load_state_dict({key.replace("head.", "fc."): value for key, value in initial_state.items()})
-    start = time.perf_counter()
-    dataset = reference.PrefixDataset(train)
-    prepared = time.perf_counter()
-    reference.train_one_epoch(model, dataset)
-    reference_seconds = time.perf_counter() - start
-    network = CharLSTM(len(VOCAB))
-    network.load_state_dict({key.replace("fc.", "head."): value for key, value in model.state_dict().items()})
-    target = windowed_nll(network.eval(), held_out)
-    print(
-        f"reference: one epoch in {reference_seconds:.1f} s ({prepared - start:.1f} s of it preparing data), "
-        f"held-out NLL {target:.3f}: the target",
-        flush=True,
-    )
-
-    torch.manual_seed(1)
-    template = NameGenerator(VOCAB, optimizer=lambda params: torch.optim.Adam(params, lr=3e-3))
-    template.network.load_state_dict(initial_state)
-    stop = StopAtTarget(held_out, target, args.eval_every)
     with tempfile.TemporaryDirectory() as folder:
         names_file = Path(folder) / "names.txt"
         names_file.write_text("\n".join(train) + "\n")
-        trainer = Trainer(
-            max_time={"minutes": args.max_minutes},
-            accelerator="cpu",
-            devices=1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            limit_val_batches=0,
-            num_sanity_val_steps=0,
-            callbacks=[stop],
-        )
-        start = time.perf_counter()
-        trainer.fit(template, PetNamesDataModule(str(names_file), val_fraction=0.0, batch_size=512))
-        template_seconds = time.perf_counter() - start - stop.measuring_seconds
-    if stop.reached is None:
-        print(f"template: target not reached in {args.max_minutes} minutes")
-        return
-    step, nll = stop.reached
-    print(f"template: held-out NLL {nll:.3f} at step {step} (batch 512), {template_seconds:.1f} s")
-    print(f"time to the reference's one-epoch quality: {reference_seconds / template_seconds:.1f}x faster")
-    template.eval()
+        windows = Run("windows", names_file, 512, 3e-3, initial_state)
+        whole = Run("whole_names", names_file, args.whole_batch, args.whole_lr, initial_state)
+    windows_steps = round(args.windows_epochs * windows.steps_per_epoch)
+    next_evaluation = {run: args.eval_seconds for run in (windows, whole)}
+    started = time.perf_counter()
+    while windows.steps < windows_steps or whole.seconds < windows.seconds:
+        run = windows if windows.steps < windows_steps and windows.seconds <= whole.seconds else whole
+        run.step()
+        if run.seconds >= next_evaluation[run]:
+            next_evaluation[run] += args.eval_seconds
+            run.evaluate(held_out)
+        elif run.steps in EARLY_EVALUATIONS:
+            run.evaluate(held_out)
+    for run in (windows, whole):
+        if run.curve[-1][1] != run.steps:
+            run.evaluate(held_out)
+    print(f"training and measuring took {time.perf_counter() - started:.0f} s")
+
+    rates = {windows: [], whole: []}
+    for repeat in range(args.generation_repeats):
+        for run in (windows, whole) if repeat % 2 == 0 else (whole, windows):
+            torch.manual_seed(repeat)
+            rates[run].append(names_per_second(run, 4096))
+    demanding = windows.curve[-1][2]
+    print(f"\nwindows: {args.windows_epochs:g} epochs of {windows.steps_per_epoch} steps (batch 512, Adam 3e-3)")
     print(
-        f"template model, held-out NLL per character: {windowed_nll(template.network, held_out):.3f} conditioned as "
-        f"trained, {carried_state_nll(template.network, held_out):.3f} through the carried state"
+        f"whole_names: the same training time, {whole.steps / whole.steps_per_epoch:.2f} epochs of "
+        f"{whole.steps_per_epoch} steps (batch {args.whole_batch} names, Adam {args.whole_lr:g})\n"
     )
+    rows = [
+        ("training time (s)", *(f"{run.seconds:.1f}" for run in (windows, whole))),
+        ("steps", windows.steps, whole.steps),
+        ("one epoch (s)", *(f"{run.seconds / run.steps * run.steps_per_epoch:.0f}" for run in (windows, whole))),
+        ("held-out NLL per character at the end", *(f"{run.curve[-1][2]:.3f}" for run in (windows, whole))),
+        (
+            f"time to the reference's one-epoch NLL, {reference_nll:.3f}",
+            windows.time_to(reference_nll),
+            whole.time_to(reference_nll),
+        ),
+        (f"time to windows' final NLL, {demanding:.3f}", windows.time_to(demanding), whole.time_to(demanding)),
+        (
+            f"names/s, batch 4096, median (range) of {args.generation_repeats}",
+            spread(rates[windows]),
+            spread(rates[whole]),
+        ),
+    ]
+    print("| measure | windows | whole_names |\n|---|---:|---:|")
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")
+    for run in (windows, whole):
+        torch.manual_seed(0)
+        print(f"{run.formulation}, 10 names: " + ", ".join(display_name(name) for name in run.model.generate(10)))
 
 
 if __name__ == "__main__":

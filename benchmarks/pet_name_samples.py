@@ -4,9 +4,9 @@
 
 Generates `--names` names (temperature 1, nothing excluded) and reports the share that are real pet
 names in the data, the share that are real but held out (validation names the model never trained
-on, so it did not copy them), the held-out NLL per character (each character predicted from its
-training window, and through the carried state for comparison) and 10 names title-cased as the predictions file prints
-them.
+on, so it did not copy them), the held-out NLL per character under the conditional the checkpoint was trained on and
+samples from (its formulation: the training window, or the whole name so far through the carried state) and, for
+comparison, under the other, and 10 names title-cased as the predictions file prints them.
 """
 
 import argparse
@@ -39,9 +39,13 @@ def main() -> None:
         f"{len(held_out) / len(names):.1%} real and held out from training"
     )
     held_out_names = sorted(data.held_out_names)
+    formulation = model.hparams.formulation
+    as_trained, other = (
+        (carried_state_nll, windowed_nll) if formulation == "whole_names" else (windowed_nll, carried_state_nll)
+    )
     print(
-        f"held-out NLL per character: {windowed_nll(model.network, held_out_names):.3f} conditioned as trained "
-        f"(and generated), {carried_state_nll(model.network, held_out_names):.3f} through the carried state"
+        f"held-out NLL per character: {as_trained(model.network, held_out_names):.3f} conditioned as trained on "
+        f"{formulation} (and generated), {other(model.network, held_out_names):.3f} under the other conditional"
     )
     print("10 names: " + ", ".join(display_name(name) for name in names[:10]))
 
