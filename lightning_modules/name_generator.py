@@ -92,7 +92,8 @@ class NameGenerator(LightningModule):
         """Outside fit, the weights decide the conditional to sample from: `cli.py predict` links the config's data
         formulation over the checkpoint's, and a model trained on whole names must still generate from the carried
         state (checkpoints from before the option trained on windows)."""
-        if self.trainer.state.fn != TrainerFn.FITTING:
+        fitting = self._trainer is not None and self.trainer.state.fn == TrainerFn.FITTING
+        if not fitting:
             self.hparams.formulation = checkpoint["hyper_parameters"].get("formulation", "windows")
 
     def on_predict_start(self) -> None:

@@ -160,3 +160,4 @@ def test_whole_names_train_through_the_cli_and_generate_from_the_carried_state(t
     as_trained = predicted_names(checkpoint, tmp_path / "as_trained", *whole_names)
     config_says_windows = predicted_names(checkpoint, tmp_path / "config_says_windows")
     assert as_trained and as_trained == config_says_windows
+    assert NameGenerator.load_from_checkpoint(checkpoint).hparams.formulation == "whole_names"
