@@ -27,6 +27,9 @@ class DaskOptions:
         min_workers: On an existing cluster, restart with as few as this many ranks when fewer healthy workers
             than ranks remain (each rank keeps its batch size and the learning rate, so the global batch
             shrinks). By default a restart needs as many workers as the run started with.
+        checkpoint_dir: A directory that every worker and this client can read (a shared or network filesystem):
+            the checkpoints are written there, and restarted ranks read them from there, instead of rank 0
+            sending each one to this client.
     """
 
     n_workers: int | None = None
@@ -36,6 +39,7 @@ class DaskOptions:
     resume: bool = True
     max_restarts: int | None = None
     min_workers: int | None = None
+    checkpoint_dir: str | None = None
 
 
 def dask_requested(options) -> bool:

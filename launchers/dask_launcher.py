@@ -28,9 +28,10 @@ from pathlib import Path
 
 import dask
 import yaml
-from distributed import Client, Event, LocalCluster, Queue
+from distributed import Client, Event, Future, LocalCluster, Queue
 from distributed.comm import get_address_host
 from distributed.utils import open_port
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
 from callbacks.config_to_loggers import unused_config_name
@@ -109,6 +110,9 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
     strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"), options.timeout_s)
     check_one_device_per_rank(resolved["trainer"])
     checkpoint = read_local_checkpoint(resolved.get("ckpt_path"))
+    shared_dir = Path(options.checkpoint_dir) if options.checkpoint_dir is not None else None
+    if shared_dir is not None and resolved.get("ckpt_path") is None and options.resume:
+        checkpoint, _ = newest_checkpoint(shared_dir)
 
     with ExitStack() as stack:
         client, embedded = stack.enter_context(connected_client(options))
@@ -123,7 +127,7 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
         for restart in range(max_restarts + 1):
             workers = chosen_workers(client, options, ranks)
             ranks = ranks or len(workers)
-            receiver = CheckpointReceiver(client, output_root)
+            receiver = CheckpointReceiver(client, output_root, shared_dir)
             try:
                 results = run_attempt(job, subcommand, resolved, strategy, client, workers, checkpoint, receiver)
             except RankFailure as failure:
@@ -169,7 +173,7 @@ def run_attempt(
     strategy: dict,
     client: Client,
     workers: list[str],
-    checkpoint: bytes | None,
+    checkpoint: bytes | str | None,
     receiver: "CheckpointReceiver",
 ) -> list[dict]:
     """Run every rank once: their results, or a RankFailure with the ranks still pinned to their workers."""
@@ -183,9 +187,10 @@ def run_attempt(
 
     topic = f"lightning-dask-{uuid.uuid4().hex}"
     client.subscribe_topic(topic, show_metrics)
-    rank_config = yaml.safe_dump(
-        rank_run_config(resolved, strategy, len(workers), topic, receiver.queue_name), sort_keys=False
-    )
+    config = rank_run_config(resolved, strategy, len(workers), topic, receiver.queue_name, receiver.shared_dir)
+    if isinstance(checkpoint, str):  # in the shared checkpoint directory, which the ranks read themselves
+        config["ckpt_path"], checkpoint = checkpoint, None
+    rank_config = yaml.safe_dump(config, sort_keys=False)
     shipped_checkpoint = client.scatter(checkpoint, broadcast=True) if checkpoint is not None else None
     stop_event = f"{topic}-stop"
     futures = [
@@ -201,6 +206,7 @@ def run_attempt(
             shipped_checkpoint,
             stop_event,
             receiver.queue_name,
+            receiver.shared_dir is None,
             key=f"{topic}-rank{rank}",
             workers=[worker],
             pure=False,
@@ -326,8 +332,7 @@ def chosen_workers(client: Client, options: DaskOptions, ranks: int | None = Non
 def rank_strategy(strategy, timeout_s: float) -> dict:
     """The trainer.strategy entry every rank runs: the chosen DDP-style strategy with the launcher's timeout."""
     if isinstance(strategy, dict):
-        module_name, _, class_name = strategy["class_path"].rpartition(".")
-        strategy_class = getattr(import_module(module_name), class_name)
+        strategy_class = import_class(strategy["class_path"])
         init_args = dict(strategy.get("init_args") or {})
     elif strategy == "auto":
         strategy_class, init_args = DDPStrategy, {}
@@ -355,6 +360,11 @@ def rank_strategy(strategy, timeout_s: float) -> dict:
     return {"class_path": f"{strategy_class.__module__}.{strategy_class.__qualname__}", "init_args": init_args}
 
 
+def import_class(path: str) -> type:
+    module_name, _, class_name = path.rpartition(".")
+    return getattr(import_module(module_name), class_name)
+
+
 def check_one_device_per_rank(trainer: dict) -> None:
     """Each Dask worker runs one rank on one device; more devices or nodes would contradict the worker count."""
     if str(trainer.get("devices", "auto")) not in ("auto", "1") or trainer.get("num_nodes", 1) != 1:
@@ -371,11 +381,21 @@ def read_local_checkpoint(ckpt_path: str | None) -> bytes | None:
     return Path(ckpt_path).read_bytes()
 
 
-def rank_run_config(resolved: dict, strategy: dict, world_size: int, topic: str, queue: str) -> dict:
-    """The config every rank runs: the user's, minus the dask section, as one DDP process per node."""
+def rank_run_config(
+    resolved: dict, strategy: dict, world_size: int, topic: str, queue: str, shared_dir: Path | None = None
+) -> dict:
+    """The config every rank runs: the user's, minus the dask section, as one DDP process per node; its checkpoints in
+    `shared_dir` when given."""
     config = {key: value for key, value in resolved.items() if key != "dask"}
     trainer = config["trainer"] = dict(config["trainer"])
     trainer.update(strategy=strategy, devices=1, num_nodes=world_size)
+    if shared_dir is not None:
+        trainer["callbacks"] = [
+            {**callback, "init_args": {**(callback.get("init_args") or {}), "dirpath": str(shared_dir)}}
+            if isinstance(callback, dict) and issubclass(import_class(callback["class_path"]), ModelCheckpoint)
+            else callback
+            for callback in as_list(trainer.get("callbacks"))
+        ]
     trainer["plugins"] = [*as_list(trainer.get("plugins")), {"class_path": class_path(DaskRankEnvironment)}]
     trainer["callbacks"] = [
         *as_list(trainer.get("callbacks")),
@@ -512,45 +532,57 @@ class CheckpointReceiver:
     """Stores what rank 0 sends while it trains, under the client's output root as rank 0 has it: each checkpoint as
     it is written, and with it the attempt's metrics so far, added to the rows the run had before the attempt."""
 
-    def __init__(self, client: Client, output_root: Path):
+    def __init__(self, client: Client, output_root: Path, shared_dir: Path | None = None):
+        """
+        Args:
+            shared_dir: the `--dask.checkpoint_dir` the ranks write their checkpoints to; then only metrics are sent.
+        """
         self.queue_name, self.output_root = f"lightning-dask-files-{uuid.uuid4().hex}", output_root
-        self._queue = Queue(self.queue_name, client=client)
+        self.shared_dir = shared_dir
+        self._client, self._queue = client, Queue(self.queue_name, client=client)
         self.checkpoints: list[Path] = []
         self.metrics_bases: dict[Path, str | None] = {}  # metrics file -> its text before this attempt
 
     def receive(self) -> None:
         while self._queue.qsize():
-            future = self._queue.get(timeout=CLUSTER_TIMEOUT_S)
-            try:
-                sent = future.result(timeout=CLUSTER_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - lost with the worker that held it, before it was fetched
-                sent = None
-            finally:
-                future.release()
-            if sent is None:
-                continue
+            item = self._queue.get(timeout=CLUSTER_TIMEOUT_S)
+            sent = item
+            if isinstance(item, Future):  # a checkpoint, left on rank 0's worker until fetched
+                try:
+                    sent = item.result(timeout=CLUSTER_TIMEOUT_S)
+                except Exception:  # noqa: BLE001 - lost with the worker that held it, before it was fetched
+                    continue
+                finally:
+                    item.release()
             path = self.output_root / sent.path
             if path.suffix == ".ckpt":
                 store_checkpoint(path, sent.data)
                 self.checkpoints.append(path)
+                if sent.stored_event is not None:
+                    Event(sent.stored_event, client=self._client).set()
             else:
                 if path not in self.metrics_bases:
                     self.metrics_bases[path] = path.read_text() if path.is_file() else None
                 write_atomically(path, combined_metrics(self.metrics_bases[path], sent.data).encode())
 
-    def resume_point(self, fallback: bytes | None) -> tuple[bytes | None, int | None]:
-        """The newest usable checkpoint received (its bytes and step), after dropping the metrics rows logged from its
-        step on, which the restart logs again; else `fallback`, the checkpoint the attempt started from."""
+    def resume_point(self, fallback: bytes | str | None) -> tuple[bytes | str | None, int | None]:
+        """The newest usable checkpoint (its bytes, or its path in the shared directory, and its step), after dropping
+        the metrics rows logged from its step on, which the restart logs again; else `fallback`, the checkpoint the
+        attempt started from."""
         self.receive()
-        if not self.checkpoints:
+        directory = self.shared_dir or (self.checkpoints[-1].parent if self.checkpoints else None)
+        checkpoint, progress = newest_checkpoint(directory)
+        if checkpoint is None:
             return fallback, None
-        found = first_usable(checkpoint_candidates(self.checkpoints[-1].parent))
-        if found is None:
-            return fallback, None
-        path, progress = found
         for metrics in self.metrics_bases:
             drop_rows_from_step(metrics, progress["batches_that_stepped"] + 1)
-        return path.read_bytes(), progress["global_step"]
+        return (checkpoint if self.shared_dir else Path(checkpoint).read_bytes()), progress["global_step"]
+
+
+def newest_checkpoint(directory: Path | None) -> tuple[str | None, dict]:
+    """The newest usable checkpoint in `directory` and its progress counters, or None."""
+    found = first_usable(checkpoint_candidates(directory)) if directory is not None and directory.is_dir() else None
+    return (str(found[0]), found[1]) if found is not None else (None, {})
 
 
 def write_atomically(path: Path, data: bytes) -> None:

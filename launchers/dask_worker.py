@@ -13,6 +13,7 @@ import signal
 import sys
 import tempfile
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -121,7 +122,7 @@ class MetricsToClient(Callback):
         logger.save()
         metrics = Path(logger.log_dir) / "metrics.csv"
         if metrics.is_file():
-            send_file(self.queue, metrics.relative_to(logger.save_dir).as_posix(), metrics.read_bytes())
+            send_small_file(self.queue, metrics.relative_to(logger.save_dir).as_posix(), metrics.read_bytes())
 
     def _send(self, trainer: Trainer, stage: str) -> None:
         if not trainer.is_global_zero:
@@ -135,10 +136,15 @@ class MetricsToClient(Callback):
         )
 
 
+# How long rank 0 waits for the client to store a checkpoint before it trains on without that guarantee.
+STORED_TIMEOUT_S = 300
+
+
 @dataclass(frozen=True)
 class SentFile:
     path: str
     data: bytes
+    stored_event: str | None = None  # the Dask event the client sets once the file is on its disk
 
 
 class CheckpointsToClient(AtomicCheckpointIO):
@@ -146,13 +152,14 @@ class CheckpointsToClient(AtomicCheckpointIO):
 
     The client keeps the run's checkpoints on its own disk as they are written, so a job resumes after any worker,
     or the whole cluster, is lost, without a filesystem shared with the workers. The bytes stay on this worker
-    until the client fetches them; only a reference passes through the scheduler (a Dask queue).
+    until the client fetches them (only a reference passes through the scheduler, in a Dask queue), and the save
+    returns once the client has stored them: a checkpoint that training went past is never lost with this worker.
     """
 
     def __init__(self, queue: str, output_root: str):
         """
         Args:
-            queue: the Dask queue the client reads: futures of `SentFile`s, paths relative to `output_root`.
+            queue: the Dask queue the client reads: `SentFile`s or futures of them, paths relative to `output_root`.
             output_root: the worker-side directory the paths are relative to.
         """
         super().__init__()
@@ -160,19 +167,26 @@ class CheckpointsToClient(AtomicCheckpointIO):
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         super().save_checkpoint(checkpoint, path, storage_options)
+        from distributed import Event, Queue, get_client, get_worker
+
+        client = get_client()
         relative = Path(path).resolve().relative_to(Path(self.output_root).resolve()).as_posix()
-        send_file(self.queue, relative, Path(path).read_bytes())
+        stored = f"{self.queue}-stored-{uuid.uuid4().hex}"
+        # A queue carries a future only as a whole element, so the path travels inside the scattered data, which
+        # stays on this worker: no other worker, which may be the one that just died, is involved.
+        sent = client.scatter(SentFile(relative, Path(path).read_bytes(), stored), workers=[get_worker().address])
+        Queue(self.queue, client=client).put(sent)
+        if not Event(stored, client=client).wait(timeout=STORED_TIMEOUT_S):
+            warnings.warn(
+                f"the client did not store {relative} within {STORED_TIMEOUT_S} s; training goes on", stacklevel=2
+            )
 
 
-def send_file(queue: str, relative_path: str, data: bytes) -> None:
-    """Leave the bytes on this worker and put a reference to them in the client's queue."""
-    from distributed import Queue, get_client, get_worker
+def send_small_file(queue: str, relative_path: str, data: bytes) -> None:
+    """Through the scheduler itself, where it outlives this worker (a metrics file, kilobytes)."""
+    from distributed import Queue, get_client
 
-    client = get_client()
-    # A queue carries a future only as a whole element, so the path travels inside the scattered data. Kept on this
-    # worker: no other worker, which may be the one that just died, is involved.
-    sent = client.scatter(SentFile(relative_path, data), workers=[get_worker().address], direct=True)
-    Queue(queue, client=client).put(sent)
+    Queue(queue, client=get_client()).put(SentFile(relative_path, data))
 
 
 def job_reference(job: Callable) -> str:
@@ -199,6 +213,7 @@ def run_rank(
     checkpoint: bytes | None = None,
     stop_event: str | None = None,
     checkpoint_queue: str | None = None,
+    stream_checkpoints: bool = True,
 ) -> dict:
     """Run `job` (a `job_reference`) as global rank `rank`; returns {"preempted": bool}, and rank 0 its run directory as
     "run_dir", "files".
@@ -220,7 +235,7 @@ def run_rank(
         config = yaml.safe_load(config_yaml)
         output_root = Path(workdir) / OUTPUT_ROOT
         write_outputs_under(config, output_root)
-        if checkpoint_queue is not None and rank == 0:
+        if checkpoint_queue is not None and stream_checkpoints and rank == 0:
             plugin = {
                 "class_path": class_path(CheckpointsToClient),
                 "init_args": {"queue": checkpoint_queue, "output_root": str(output_root)},

@@ -1,6 +1,7 @@
 """The Dask launcher on real LocalClusters with two worker processes: same losses as DDP, results on the client,
 failures reported."""
 
+import json
 import logging
 import os
 import re
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from conftest import EXAMPLE_CONFIGS, ROOT, read_metrics, run_cli, small_run_args
@@ -195,6 +197,78 @@ def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_p
         assert len(cluster.scheduler_info["workers"]) == 2
     assert losses(tmp_path / "ok")
     assert (tmp_path / "ok" / "lstm" / "version_0" / "checkpoints" / "last.ckpt").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_existing_cluster_that_lost_a_machine_goes_on_with_fewer_ranks(tmp_path):
+    """Workers without a nanny, like machines: one is killed for good mid-epoch and the job ends on the other."""
+    scheduler_file = tmp_path / "scheduler.json"
+    python_m = [sys.executable, "-m"]
+    env = {**SUBPROCESS_ENV, "PYTHONPATH": str(ROOT)}
+    common = {"cwd": ROOT, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [
+            *python_m,
+            "distributed.cli.dask_scheduler",
+            "--scheduler-file",
+            str(scheduler_file),
+            "--port",
+            "0",
+            "--no-dashboard",
+        ],
+        **common,
+    )
+    workers = []
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        worker = [
+            *python_m,
+            "distributed.cli.dask_worker",
+            "--scheduler-file",
+            str(scheduler_file),
+            "--no-nanny",
+            "--nthreads",
+            "1",
+            "--no-dashboard",
+        ]
+        workers = [subprocess.Popen(worker, **common) for _ in range(2)]
+        address = json.loads(scheduler_file.read_text())["address"]
+        kill = [
+            "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
+            "--trainer.callbacks.init_args.step=2",
+            "--trainer.callbacks.init_args.signal_name=SIGKILL",
+            "--trainer.callbacks.init_args.rank=1",
+        ]
+        args = small_run_args(
+            "lstm.yaml",
+            tmp_path,
+            None,
+            "--trainer.limit_train_batches",
+            "4",
+            "--dask.address",
+            address,
+            "--dask.n_workers",
+            "2",
+            "--dask.min_workers",
+            "1",
+            *kill,
+        )
+        result = subprocess.run(
+            [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+        )
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-4000:]
+        assert "rank 1 (Dask worker" in output and "restart 1 of 3" in output, output[-4000:]
+        assert "continuing with 1 of 2 ranks (--dask.min_workers 1)" in output, output[-4000:]
+        assert sum(worker.poll() is None for worker in workers) == 1, "one machine is gone for good"
+        (checkpoint,) = tmp_path.rglob("last.ckpt")
+        assert torch.load(checkpoint, map_location="cpu", weights_only=False)["global_step"] == 4
+    finally:
+        for process in [*workers, scheduler]:
+            process.kill()
+            process.wait(timeout=30)
 
 
 # cookiecutter: end

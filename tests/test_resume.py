@@ -194,16 +194,21 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
     )
 
 
+@pytest.mark.parametrize("checkpoints", ["sent to the client", "in a shared directory"])
 def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninterrupted_run(
-    uninterrupted, settings, tmp_path
+    uninterrupted, settings, tmp_path, checkpoints
 ):
     """One command: a rank's worker is killed (-9) mid-epoch, the launcher restarts every rank from the checkpoint
-    rank 0 sent, and the job ends with the uninterrupted weights and metrics in one run directory."""
-    draw = random.Random(f"{SEED}-dask-restart")
+    rank 0 sent (or wrote to --dask.checkpoint_dir), and the job ends with the uninterrupted weights and metrics in
+    one run directory."""
+    draw = random.Random(f"{SEED}-dask-restart-{checkpoints}")
     step, rank = draw.randint(5, 7), draw.randrange(2)
-    context = f"dask, SIGKILL at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
+    context = f"dask, checkpoints {checkpoints}, SIGKILL at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
     once = f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}"
-    output = run_ok(mlp_args(settings, tmp_path, "single", *DASK, *fault(step, "SIGKILL", rank), once))
+    shared = ["--dask.checkpoint_dir", str(tmp_path / "shared")] if checkpoints == "in a shared directory" else []
+    output = run_ok(mlp_args(settings, tmp_path, "single", *DASK, *shared, *fault(step, "SIGKILL", rank), once))
+    if shared:
+        assert (tmp_path / "shared" / "last.ckpt").is_file() and not list((tmp_path / "mlp").rglob("*.ckpt"))
     resumed_at = (step - 1) - (step - 1) % 2  # last.ckpt every 2 steps; the one due at `step` comes after the kill
     (story,) = [line for line in output.splitlines() if "restart 1 of" in line]
     assert f"rank {rank} (Dask worker" in story and "died: was killed by signal 9" in story, f"{context}\n{story}"
