@@ -517,8 +517,16 @@ def client_output_root(resolved: dict) -> Path:
 
 
 def pin_run_version(resolved: dict, output_root: Path) -> None:
-    """Fix the run's version directory before the ranks start, so checkpoints they send land in the right place."""
+    """Fix the run's version directory before the ranks start, so checkpoints they send land in the right place and
+    every restart of the job continues the same run."""
     loggers = as_list(resolved["trainer"].get("logger"))
+    # cookiecutter: only with wandb
+    for wandb_logger in loggers:
+        if isinstance(wandb_logger, dict) and wandb_logger.get("class_path", "").endswith("WandbLogger"):
+            init_args = wandb_logger.setdefault("init_args", {})
+            if init_args.get("id") is None and init_args.get("version") is None:
+                init_args["id"] = uuid.uuid4().hex[:8]  # a restart resumes the W&B run by its id
+    # cookiecutter: end
     logger = loggers[0] if loggers and isinstance(loggers[0], dict) else None
     run_argument = RUN_FOLDERS.get(logger["class_path"].rsplit(".", 1)[-1], (None,))[-1] if logger else None
     if run_argument != "version":  # numbered run folders only; other loggers name their runs
