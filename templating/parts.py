@@ -80,6 +80,7 @@ PATHS = {
     # Each benchmark compares what its examples and parts do.
     "cnn and mlp": ["benchmarks/strategies.py"],
     "dask and lstm": ["benchmarks/dask_launcher.py"],
+    "dask and mlp and cnn": ["benchmarks/recovery.py"],
     "wandb and cnn": ["benchmarks/monitoring.py"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
     "kubernetes": [
