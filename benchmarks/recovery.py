@@ -107,10 +107,15 @@ def wait_for(condition, process: subprocess.Popen, lines: list[str], timeout: fl
 
 
 def stop(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """Kill the run and every process it started (torchrun's workers start sessions of their own)."""
+    processes = [process_ for process_ in [psutil.Process(process.pid)] if process_.is_running()]
+    processes += processes[0].children(recursive=True) if processes else []
+    for running in processes:
+        try:
+            running.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(processes, timeout=30)
     process.wait()
 
 
@@ -121,13 +126,22 @@ def recovery_seconds(launcher: str, scratch: Path, rank: int) -> float:
     restarts = ["--dask.max_restarts", "1"] if launcher == "dask" else []
     process, lines = start(command(launcher, folder, write_config(folder, record, 100), *restarts))
     try:
-        wait_for(
-            lambda: len(step_starts(record)) >= 2 * 25 and len(rank_pids(process, lines, launcher)) == 2, process, lines
-        )
+        # Killed 3-7 steps after a checkpoint (every 10 steps), so the restarted job's first step is one that was
+        # already trained; a step the surviving rank starts before it notices comes after them.
+        def ready() -> bool:
+            steps = step_starts(record)
+            return len(steps) >= 50 and 3 <= steps[-1][0] % 10 <= 7 and len(rank_pids(process, lines, launcher)) == 2
+
+        wait_for(ready, process, lines)
         os.kill(rank_pids(process, lines, launcher)[rank], signal.SIGKILL)
         killed_at = time.time()
-        wait_for(lambda: any(started > killed_at for _, started in step_starts(record)), process, lines, timeout=300)
-        return min(started for _, started in step_starts(record) if started > killed_at) - killed_at
+        reached = max(step for step, _ in step_starts(record))
+
+        def resumed() -> list[float]:
+            return [started for step, started in step_starts(record) if started > killed_at and step <= reached]
+
+        wait_for(resumed, process, lines, timeout=300)
+        return min(resumed()) - killed_at
     finally:
         stop(process)
 
