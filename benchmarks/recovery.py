@@ -1,6 +1,6 @@
 """How fast a job recovers from a lost rank, and whether a job killed again and again still ends exactly.
 
-    python benchmarks/recovery.py [--repeats 3] [--only recovery|chaos] [--chaos-minutes 5]
+    python benchmarks/recovery.py [--repeats 3] [--only recovery|chaos|streaming] [--chaos-minutes 5]
 
 recovery  From `kill -9` of one of two ranks to the next training step of the restarted job, on the embedded Dask
           cluster (`--dask.max_restarts 1`) and under `torchrun --max-restarts 1` (target: at most 20 s each).
@@ -8,6 +8,10 @@ recovery  From `kill -9` of one of two ranks to the next training step of the re
 chaos     A Dask job of at least `--chaos-minutes` of training with a random rank killed about every minute
           (`--dask.max_restarts 100`) against the same job uninterrupted: it must finish with the same final
           weights, bit for bit (deterministic CPU training).
+streaming The steady-state cost of sending each checkpoint to the Dask client: one epoch of the CNN example
+          (`configs/cnn.yaml`, 134 MB checkpoints) on 2 Dask workers saving `last.ckpt` every 4 steps, with the
+          checkpoints sent to the client against written to `--dask.checkpoint_dir`, alternated; the paired
+          difference of epoch times per save, over the default 5-minute interval (target: at most 2%).
 
 The staged MLP example (`configs/mlp.yaml`, generated shapes) with `last.ckpt` every 10 steps; a recorder callback
 (benchmarks/resume.py's StepRecorder) writes each training step's wall-clock time, so the kill is timed against
@@ -214,16 +218,62 @@ def chaos(minutes: float) -> None:
         print(f"final weights equal the uninterrupted run's, bit for bit: {same}")
 
 
+def streaming_cost(repeats: int, every: int = 4, default_interval_s: float = 300) -> None:
+    print(f"## Streaming checkpoints to the Dask client (CNN, one epoch, last.ckpt every {every} steps)")
+    seconds = {"sent to the client": [], "shared directory": []}
+    saves = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        for repeat in range(repeats):
+            for variant in list(seconds) if repeat % 2 == 0 else list(reversed(seconds)):
+                folder = Path(scratch) / f"{variant.replace(' ', '-')}-{repeat}"
+                folder.mkdir()
+                record = folder / "steps.txt"
+                config = yaml.safe_load((ROOT / "configs" / "cnn.yaml").read_text())
+                config["trainer"].update(max_epochs=1, limit_val_batches=2, enable_progress_bar=False)
+                config["trainer"]["callbacks"] = [
+                    {
+                        "class_path": "resume.checkpoint.ResumableCheckpoint",
+                        "init_args": {"every_n_train_steps": every},
+                    },
+                    {"class_path": "benchmarks.resume.StepRecorder", "init_args": {"path": str(record)}},
+                ]
+                config["trainer"]["logger"]["init_args"]["save_dir"] = str(folder / "logs")
+                (folder / "cnn.yaml").write_text(yaml.safe_dump(config))
+                argv = [sys.executable, str(ROOT / "cli.py"), "fit", "--config", str(folder / "cnn.yaml")]
+                argv += ["--dask.n_workers", "2", "--dask.max_restarts", "0"]
+                argv += ["--dask.checkpoint_dir", str(folder / "shared")] if variant == "shared directory" else []
+                process, lines = start(argv)
+                if process.wait() != 0:
+                    raise SystemExit("".join(lines[-40:]))
+                steps = step_starts(record)
+                seconds[variant].append(steps[-1][1] - steps[0][1])  # first to last step start, both ranks
+                saves = max(step for step, _ in steps) // every
+    per_save = [(sent - shared) / saves for sent, shared in zip(*seconds.values())]
+    shares = [100 * cost / default_interval_s for cost in per_save]
+    for variant, values in seconds.items():
+        print(
+            f"epoch, checkpoints {variant}: median {statistics.median(values):.1f} s "
+            f"({min(values):.1f}-{max(values):.1f})"
+        )
+    print(
+        f"streaming cost per save ({saves} saves an epoch): median {statistics.median(per_save):.2f} s "
+        f"({min(per_save):.2f}-{max(per_save):.2f}); share of training at the default {default_interval_s:.0f} s "
+        f"interval: {statistics.median(shares):.2f}% ({min(shares):.2f}-{max(shares):.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chaos-minutes", type=float, default=5)
-    parser.add_argument("--only", choices=["recovery", "chaos"])
+    parser.add_argument("--only", choices=["recovery", "chaos", "streaming"])
     args = parser.parse_args()
     if args.only in (None, "recovery"):
         recovery(args.repeats)
     if args.only in (None, "chaos"):
         chaos(args.chaos_minutes)
+    if args.only in (None, "streaming"):
+        streaming_cost(args.repeats)
 
 
 if __name__ == "__main__":
