@@ -526,6 +526,7 @@ def pin_run_version(resolved: dict, output_root: Path) -> None:
             init_args = wandb_logger.setdefault("init_args", {})
             if init_args.get("id") is None and init_args.get("version") is None:
                 init_args["id"] = uuid.uuid4().hex[:8]  # a restart resumes the W&B run by its id
+                log.info(f"dask: W&B run id {init_args['id']}: every attempt of this job continues it")
     # cookiecutter: end
     logger = loggers[0] if loggers and isinstance(loggers[0], dict) else None
     run_argument = RUN_FOLDERS.get(logger["class_path"].rsplit(".", 1)[-1], (None,))[-1] if logger else None

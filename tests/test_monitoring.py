@@ -5,6 +5,7 @@
 
 import csv
 import os  # cookiecutter: only with wandb
+import re  # cookiecutter: only with wandb
 import subprocess  # cookiecutter: only with wandb
 import sys  # cookiecutter: only with wandb
 from pathlib import Path
@@ -159,12 +160,13 @@ def test_wandb_offline_run_holds_the_reference_keys_and_the_resolved_config(
     # cookiecutter: end
 
 
-def run_offline(args: list[str]) -> None:
+def run_offline(args: list[str]) -> str:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
         [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
 
 
 def test_ddp_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
@@ -195,6 +197,27 @@ def test_dask_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
     run_offline(wandb_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root, "--dask.n_workers", "2"))
     (run,) = offline_runs(tmp_path)
     assert len(run.values("train/loss")) == 3, "rank 0 logs every step once"
+
+
+def test_dask_restart_continues_the_jobs_wandb_run(tmp_path, shapes_root):
+    """Rank 1 is killed after step 2; the restarted ranks log into the W&B run the job pinned before its first try."""
+    pytest.importorskip("wandb")
+    pytest.importorskip("distributed")
+    kill = [
+        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
+        "--trainer.callbacks.init_args.step=2",
+        "--trainer.callbacks.init_args.signal_name=SIGKILL",
+        "--trainer.callbacks.init_args.rank=1",
+        f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}",
+    ]
+    output = run_offline(
+        wandb_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root, "--dask.n_workers", "2", "--dask.max_restarts", "1")
+        + kill
+    )
+    assert "restart 1 of 1" in output, output[-3000:]
+    (pinned,) = re.findall(r"dask: W&B run id (\w+):", output)
+    (run_dir,) = [path for path in tmp_path.rglob("offline-run-*") if path.is_dir()]
+    assert run_dir.name.endswith(f"-{pinned}"), f"{run_dir.name} is not the job's run {pinned}"
 
 
 # cookiecutter: end
