@@ -45,6 +45,7 @@ from launchers.dask_worker import (
     job_reference,
     run_rank,
 )
+from resume.atomic_io import write_atomically
 from resume.checkpoint import keep_as_previous
 from resume.csv_logger import drop_rows_from_step
 from resume.latest import RUN_FOLDERS, checkpoint_candidates, first_usable
@@ -455,12 +456,12 @@ class RankFailure(Exception):
     def __init__(self, client: Client, failed: set[int], futures: list, workers: list[str], pids: dict[str, int]):
         super().__init__(failed)
         self.client, self.failed, self.futures, self.workers, self.pids = client, failed, futures, workers, pids
-        errors = [futures[rank].exception() for rank in failed if futures[rank].status == "error"]
-        user_errors = [find_user_error(error) for error in errors if find_user_error(error) is not None]
         self.user_error = None
-        if user_errors and len(errors) == len(failed):
-            rank = min(rank for rank in failed if find_user_error(futures[rank].exception()) is not None)
-            self.user_error = UserInputError(f"{self._where(rank)}: {one_line(user_errors[0])}")
+        if all(futures[rank].status == "error" for rank in failed):  # no dead worker: the ranks' own errors
+            user_errors = [(rank, find_user_error(futures[rank].exception())) for rank in sorted(failed)]
+            rank, user_error = next(((rank, error) for rank, error in user_errors if error is not None), (None, None))
+            if user_error is not None:
+                self.user_error = UserInputError(f"{self._where(rank)}: {one_line(user_error)}")
 
     def _where(self, rank: int) -> str:
         worker = self.workers[rank]
@@ -592,13 +593,6 @@ def newest_checkpoint(directory: Path | None) -> tuple[str | None, dict]:
     """The newest usable checkpoint in `directory` and its progress counters, or None."""
     found = first_usable(checkpoint_candidates(directory)) if directory is not None and directory.is_dir() else None
     return (str(found[0]), found[1]) if found is not None else (None, {})
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.partial")
-    staging.write_bytes(data)
-    staging.replace(path)
 
 
 def store_checkpoint(path: Path, data: bytes) -> None:

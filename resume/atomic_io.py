@@ -1,6 +1,8 @@
 """Checkpoint files that are complete or absent, whatever kills the process during the write."""
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,28 @@ def _fsync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
+@contextmanager
+def _replaced_atomically(target: Path) -> Iterator:
+    """A handle for the target's new content: on exit it is flushed to disk, then renamed into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = partial_path(target)
+    try:
+        with open(partial, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    _fsync_directory(target.parent)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace a local file's content so that a reader sees the old file or the new one, whatever kills the writer."""
+    with _replaced_atomically(Path(path)) as handle:
+        handle.write(data)
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes next to the target, flushes to disk, then renames: a reader sees the old file or the new one.
 
@@ -45,15 +69,5 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if not _is_local(path):
             super().save_checkpoint(checkpoint, path, storage_options)
             return
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = partial_path(target)
-        try:
-            with open(partial, "wb") as handle:
-                torch.save(checkpoint, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
-        _fsync_directory(target.parent)
+        with _replaced_atomically(Path(path)) as handle:
+            torch.save(checkpoint, handle)
