@@ -1,0 +1,71 @@
+"""The project as another machine gets it: its wheel, installed (not editable) into a fresh virtual environment.
+
+The environment reaches the running interpreter's site-packages (torch, Lightning, Dask) through a `.pth` line, so
+nothing is downloaded; that line does not run the site-packages' own `.pth` files, so an editable install of the
+checkout there stays invisible. Run from a directory outside the checkout, this Python imports the project only
+from the wheel.
+"""
+
+import atexit
+import functools
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# What a build reads besides the packages themselves; never the checkout's environments, logs or data.
+NOT_BUILD_INPUTS = shutil.ignore_patterns(
+    ".*", "build", "dist", "*.egg-info", "__pycache__", "logs", "data", "wandb", "{{cookiecutter.project_slug}}*"
+)
+
+__all__ = ["ROOT", "build_wheel", "installed_python"]
+
+
+def build_wheel(destination: Path) -> Path:
+    """Build the project's wheel from a copy of the work tree (a build writes into the tree it builds)."""
+    source = destination / "source"
+    shutil.copytree(ROOT, source, ignore=NOT_BUILD_INPUTS)
+    wheels = destination / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
+        + ["--wheel-dir", str(wheels), str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    (wheel,) = wheels.glob("*.whl")
+    return wheel
+
+
+@functools.cache
+def installed_python() -> Path:
+    """The Python of a fresh environment holding only the project's wheel and the dependencies already here.
+
+    Built once per test session; removed at exit.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="ldt-installed-"))
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    wheel = build_wheel(workdir)
+    venv = workdir / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site_packages = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    (site_packages / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
+        + ["--target", str(site_packages), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return python
