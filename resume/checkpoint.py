@@ -4,8 +4,11 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from typing import Any
+
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from typing_extensions import override
 
@@ -22,6 +25,11 @@ class ResumableCheckpoint(ModelCheckpoint):
     then every rank saves at the next step boundary and exits with status 143. Before `last.ckpt` is replaced,
     the file it replaces stays as `previous.ckpt` (a hard link, no copy), the fallback when `last.ckpt` turns out
     to be damaged. Selecting the best model by a metric is a separate `ModelCheckpoint`.
+
+    An epoch-end `last.ckpt` holds the epoch's end as the uninterrupted run goes on from it: this callback saves
+    after every other callback has handled the epoch's end (the best-model tracker included), and a plateau
+    scheduler's step, which Lightning takes after those hooks and skips when it resumes from such a checkpoint,
+    is taken on resume with the metric value saved with the checkpoint.
     """
 
     CHECKPOINT_NAME_LAST = "last"
@@ -50,11 +58,45 @@ class ResumableCheckpoint(ModelCheckpoint):
         self._stop_signals = StopSignals()
         self._stop: str | None = None  # "now" or "after epoch" once a stop signal reached any rank
         self._saved_for_stop = False
+        self._plateau_step_due: dict | None = None  # from a resumed epoch-end checkpoint: {"epoch", "monitored"}
+
+    @override
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        # Last of all callbacks, so that the state it saves at an epoch's end has every other callback's update.
+        # A new list: the hook loop running now keeps iterating the old one.
+        trainer.callbacks = [callback for callback in trainer.callbacks if callback is not self] + [self]
 
     @override
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Lightning installs its own handlers when the run starts; this comes later and replaces them.
         self._stop_signals.install()
+        self._take_plateau_step_due(trainer, pl_module)
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "plateau_step_due": self._plateau_step_due}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self._plateau_step_due = state_dict.get("plateau_step_due")
+
+    def _take_plateau_step_due(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        due, self._plateau_step_due = self._plateau_step_due, None
+        if due is None or trainer.current_epoch != due["epoch"] + 1:
+            return
+        scheduler_progress = trainer.fit_loop.epoch_loop.scheduler_progress
+        for config in trainer.lr_scheduler_configs:
+            if (
+                config.reduce_on_plateau
+                and config.interval == "epoch"
+                and (due["epoch"] + 1) % config.frequency == 0
+                and config.monitor in due["monitored"]
+            ):
+                scheduler_progress.increment_ready()
+                pl_module.lr_scheduler_step(config.scheduler, due["monitored"][config.monitor])
+                scheduler_progress.increment_completed()
 
     @override
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -70,6 +112,8 @@ class ResumableCheckpoint(ModelCheckpoint):
         if self._stop == "now":
             self._save_and_report(trainer)
             return
+        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            return  # the epoch's end saves once validation and every epoch-end update are done
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
     # A stop raises in the next hook, once Lightning has logged the step the checkpoint ends with.
@@ -85,9 +129,9 @@ class ResumableCheckpoint(ModelCheckpoint):
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._raise_if_stopped()
         if self._stop == "after epoch":
-            self._save_and_report(trainer)
+            self._save_and_report(trainer, epoch_end=True)
             return
-        self.save_resume_point(trainer)
+        self.save_resume_point(trainer, epoch_end=True)
 
     # After an epoch-end save, every rank first finishes the epoch's metrics (collectives), then stops.
     @override
@@ -98,8 +142,8 @@ class ResumableCheckpoint(ModelCheckpoint):
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._raise_if_stopped()
 
-    def _save_and_report(self, trainer: Trainer) -> None:
-        self.save_resume_point(trainer)
+    def _save_and_report(self, trainer: Trainer, epoch_end: bool = False) -> None:
+        self.save_resume_point(trainer, epoch_end)
         self._saved_for_stop = True
         received = self._stop_signals.received
         cause = received.name if received is not None else "a signal to another rank"
@@ -112,9 +156,17 @@ class ResumableCheckpoint(ModelCheckpoint):
         if self._saved_for_stop:
             raise Preempted
 
-    def save_resume_point(self, trainer: Trainer) -> None:
-        if not self._should_skip_saving_checkpoint(trainer):
+    def save_resume_point(self, trainer: Trainer, epoch_end: bool = False) -> None:
+        """`epoch_end`: saved even when this step was saved already, since validation and the epoch's end came after."""
+        if trainer.fast_dev_run or trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking:
+            return
+        if self._last_global_step_saved == trainer.global_step and not epoch_end:
+            return
+        self._plateau_step_due = plateau_step_due(trainer) if epoch_end else None
+        try:
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        finally:
+            self._plateau_step_due = None
 
     @override
     def _save_checkpoint(self, trainer: Trainer, filepath: str) -> None:
@@ -122,6 +174,16 @@ class ResumableCheckpoint(ModelCheckpoint):
         if trainer.is_global_zero:
             keep_as_previous(target)
         super()._save_checkpoint(trainer, filepath)
+
+
+def plateau_step_due(trainer: Trainer) -> dict | None:
+    """The values the epoch-level plateau schedulers step on once this epoch's end hooks are done."""
+    monitored = {
+        config.monitor: trainer.callback_metrics[config.monitor].item()
+        for config in trainer.lr_scheduler_configs
+        if config.reduce_on_plateau and config.interval == "epoch" and config.monitor in trainer.callback_metrics
+    }
+    return {"epoch": trainer.current_epoch, "monitored": monitored} if monitored else None
 
 
 def keep_as_previous(last: Path) -> None:

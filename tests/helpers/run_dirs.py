@@ -1,0 +1,119 @@
+"""What a run leaves in its run directory, in a form two runs can be compared by: a stopped and resumed run must
+leave what the uninterrupted one does.
+
+Compared: the files (names relative to the run directory), every metrics row with every column, and the final
+`last.ckpt`: weights, optimizer and scheduler states, loop progress, and each callback's state with paths made
+relative to the run directory (the best checkpoint's name and score, the kept top-k, the last path).
+"""
+
+import csv
+import math
+from pathlib import Path
+
+import torch
+
+__all__ = ["RunDirectory", "assert_same_run_directory"]
+
+# Lightning writes these beside the checkpoints of a run only while it runs; they never stay.
+TRANSIENT_SUFFIXES = (".partial",)
+# ModelCheckpoint's score of its latest save in this process: Lightning does not restore it, and no file shows it.
+PROCESS_LOCAL_CALLBACK_STATE = ("current_score",)
+
+
+class RunDirectory:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @classmethod
+    def only_one_under(cls, root: Path) -> "RunDirectory":
+        """The single run directory below `root` (the folder holding metrics.csv, or the checkpoints' parent)."""
+        runs = {path.parent for path in Path(root).rglob("metrics.csv")} or {
+            path.parent.parent for path in Path(root).rglob("last.ckpt")
+        }
+        assert len(runs) == 1, f"expected one run directory under {root}, found {sorted(map(str, runs))}"
+        return cls(runs.pop())
+
+    def files(self) -> list[str]:
+        return sorted(
+            path.relative_to(self.path).as_posix()
+            for path in self.path.rglob("*")
+            if path.is_file() and not path.name.endswith(TRANSIENT_SUFFIXES)
+        )
+
+    def metrics_rows(self) -> list[dict[str, str]]:
+        with (self.path / "metrics.csv").open(newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    def checkpoint(self, name: str = "last.ckpt") -> dict:
+        (path,) = self.path.rglob(name)
+        return torch.load(path, map_location="cpu", weights_only=False)
+
+    def callback_states(self, checkpoint: dict) -> dict:
+        """Callback states with absolute paths replaced by paths relative to this run directory."""
+        return {
+            key: {name: self._relative(value) for name, value in state.items() if name not in PROCESS_LOCAL_CALLBACK_STATE}
+            for key, state in checkpoint.get("callbacks", {}).items()
+        }
+
+    def _relative(self, value):
+        if isinstance(value, dict):
+            return {self._relative(key): self._relative(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._relative(item) for item in value)
+        if isinstance(value, str) and value.startswith(str(self.path.parent)):
+            path = Path(value)
+            return path.relative_to(self.path).as_posix() if path.is_relative_to(self.path) else f"<outside>{value}"
+        if torch.is_tensor(value):
+            return value.tolist()
+        return value
+
+
+def assert_same_run_directory(
+    resumed: RunDirectory, uninterrupted: RunDirectory, context: str = "", extra_files: tuple[str, ...] = ()
+) -> None:
+    """Every difference a user could see, named; weights bit for bit.
+
+    `extra_files`: what the resumed run may hold besides, for a run that had finished before it was extended (the
+    files its end wrote, and the config of the command that extended it).
+    """
+    prefix = f"{context}: " if context else ""
+    files = [name for name in resumed.files() if name not in extra_files]
+    assert files == uninterrupted.files(), f"{prefix}files differ: {sorted(set(files) ^ set(uninterrupted.files()))}"
+    resumed_rows, uninterrupted_rows = resumed.metrics_rows(), uninterrupted.metrics_rows()
+    assert [row.get("step") for row in resumed_rows] == [row.get("step") for row in uninterrupted_rows], (
+        f"{prefix}metrics.csv rows are not the same steps"
+    )
+    for index, (mine, theirs) in enumerate(zip(resumed_rows, uninterrupted_rows)):
+        assert mine == theirs, f"{prefix}metrics.csv row {index} differs: {_difference(mine, theirs)}"
+
+    mine, theirs = resumed.checkpoint(), uninterrupted.checkpoint()
+    for key in ("epoch", "global_step"):
+        assert mine[key] == theirs[key], f"{prefix}{key} {mine[key]} != {theirs[key]}"
+    different = [name for name in theirs["state_dict"] if not torch.equal(mine["state_dict"][name], theirs["state_dict"][name])]
+    assert mine["state_dict"].keys() == theirs["state_dict"].keys() and not different, f"{prefix}weights differ: {different}"
+    assert _plain(mine["optimizer_states"]) == _plain(theirs["optimizer_states"]), f"{prefix}optimizer states differ"
+    assert _plain(mine["lr_schedulers"]) == _plain(theirs["lr_schedulers"]), f"{prefix}scheduler states differ"
+    assert mine["loops"] == theirs["loops"] or _plain(mine["loops"]) == _plain(theirs["loops"]), f"{prefix}loops differ"
+    resumed_callbacks, uninterrupted_callbacks = resumed.callback_states(mine), uninterrupted.callback_states(theirs)
+    assert resumed_callbacks.keys() == uninterrupted_callbacks.keys(), f"{prefix}callbacks differ"
+    for key in uninterrupted_callbacks:
+        assert _plain(resumed_callbacks[key]) == _plain(uninterrupted_callbacks[key]), (
+            f"{prefix}state of {key} differs: {resumed_callbacks[key]} != {uninterrupted_callbacks[key]}"
+        )
+
+
+def _plain(value):
+    """Nested values with tensors as lists, so that == compares them exactly (NaN equal to NaN)."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if torch.is_tensor(value):
+        return _plain(value.tolist()) if value.dim() else _plain(value.item())
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return value
+
+
+def _difference(mine: dict, theirs: dict) -> dict:
+    return {key: (mine.get(key), theirs.get(key)) for key in sorted(mine.keys() | theirs.keys()) if mine.get(key) != theirs.get(key)}
