@@ -4,25 +4,33 @@ Every run, on a laptop or a cluster, goes through this LightningCLI; strategies 
 launchers only change how many processes run it and where.
 """
 
+import logging
 import signal
 import sys
+import warnings
+from pathlib import Path
 
 import yaml  # cookiecutter: only with dask
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-import strategies  # noqa: F401 (registers strategies by name)  # cookiecutter: only with mlp
+import strategies  # registers strategies by name  # cookiecutter: only with mlp
 from callbacks.config_to_loggers import SaveConfigToLoggers
+from callbacks.model_summary import without_empty_flops
+from cluster_network import RanksCannotConnect, rendezvous_network
 from errors import UserInputError, find_user_error, lost_peer, one_line
 from errors.options import ShortErrorParser
 from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
 from resume.atomic_io import AtomicCheckpointIO
+from resume.epoch_metrics import EpochMetrics
 from resume.latest import check_fits, resolve_last
 from resume.random_state import RandomState
 from resume.torchrun_restarts import separate_restart_attempts
 
 LOST_PEER_EXIT_CODE = 128 + signal.SIGABRT
+# `--ckpt_path` values Lightning resolves itself rather than opening a file of that name.
+CHECKPOINT_KEYWORDS = ("last", "best", "hpc", "registry")
 
 # Values only the datamodule knows, handed to the model when both are built. A link whose
 # target the chosen model lacks is skipped, so one list serves every example.
@@ -45,8 +53,8 @@ class TemplateCLI(LightningCLI):
             save_config_callback=SaveConfigToLoggers,
             save_config_kwargs={"overwrite": False},
             # Whatever a run writes goes under logs/, also without a logger (fast_dev_run) or checkpoint directory.
-            # RandomState belongs to every run: it is part of what makes a resumed run continue bit for bit.
-            trainer_defaults={"default_root_dir": "logs", "callbacks": [RandomState()]},
+            # Every run carries what makes a resumed run continue bit for bit: random state and epoch aggregates.
+            trainer_defaults={"default_root_dir": "logs", "callbacks": [RandomState(), EpochMetrics()]},
         )
         super().__init__(**{**settings, **kwargs})
 
@@ -55,15 +63,28 @@ class TemplateCLI(LightningCLI):
             parser.link_arguments(f"data.{name}", f"model.init_args.{name}", apply_on="instantiate")
         parser.add_class_arguments(DaskOptions, "dask")  # cookiecutter: only with dask
 
-    def before_instantiate_classes(self) -> None:
-        if self.subcommand != "fit":
+    # cookiecutter: only with mlp
+
+    def parse_arguments(self, parser, args) -> None:
+        """`--trainer.strategy pipeline` (or layer_split) takes `--trainer.strategy.init_args.*` options too."""
+        if args is not None and not isinstance(args, list):
+            super().parse_arguments(parser, args)
             return
-        config = self.config.fit
-        # cookiecutter: only with dask
-        if dask_requested(config.dask) and config.dask.resume and config.ckpt_path is None:
-            config.ckpt_path = "last"  # a launcher's job continues where its last attempt stopped
-        # cookiecutter: end
-        resolve_last(config)
+        self.config = parser.parse_args(strategies.with_class_paths(sys.argv[1:] if args is None else args))
+
+    # cookiecutter: end
+
+    def before_instantiate_classes(self) -> None:
+        if self.subcommand is None:
+            return
+        config = self.config[self.subcommand]
+        if self.subcommand == "fit":
+            # cookiecutter: only with dask
+            if dask_requested(config.dask) and config.dask.resume and config.ckpt_path is None:
+                config.ckpt_path = "last"  # a launcher's job continues where its last attempt stopped
+            # cookiecutter: end
+            resolve_last(config)
+        check_checkpoint_exists(config.ckpt_path)
 
     def before_fit(self) -> None:
         check_fits(self.model, self.config.fit.ckpt_path)
@@ -76,6 +97,7 @@ class TemplateCLI(LightningCLI):
             raise UserInputError(f"invalid trainer settings: {one_line(error)}") from error
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        trainer.callbacks = without_empty_flops(trainer.callbacks)
         return trainer
 
     # cookiecutter: only with dask
@@ -97,12 +119,38 @@ class TemplateCLI(LightningCLI):
     # cookiecutter: end
 
 
+def check_checkpoint_exists(ckpt_path: str | None) -> None:
+    """A checkpoint path naming nothing fails before any data is prepared, not in Lightning's traceback after."""
+    if ckpt_path is None or ckpt_path in CHECKPOINT_KEYWORDS or ckpt_path.startswith("registry:") or "://" in ckpt_path:
+        return
+    if not Path(ckpt_path).exists():
+        raise UserInputError(f"checkpoint {ckpt_path} does not exist; set --ckpt_path to a saved .ckpt file")
+
+
 def run(args: list[str] | None = None) -> None:
     """Parse `args` and run the subcommand, letting errors propagate (a launcher's worker sends them to its client)."""
+    silence_library_noise()
     try:
-        TemplateCLI(args=args)
+        with rendezvous_network():
+            TemplateCLI(args=args)
     finally:
         release_job_resources()
+
+
+def silence_library_noise() -> None:
+    """Leave out what no user of this project can act on: Lightning's tip for a product the project does not use,
+    and torch's deprecation of a class Lightning's own code still uses. Every other warning still shows."""
+    warnings.filterwarnings(
+        "ignore",
+        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning,
+        module=r"lightning\.pytorch\.utilities\._pytree",
+    )
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(not_a_litlogger_tip)
+
+
+def not_a_litlogger_tip(record: logging.LogRecord) -> bool:
+    return "try installing [litlogger]" not in record.getMessage()
 
 
 def release_job_resources() -> None:
@@ -132,6 +180,9 @@ def main(args: list[str] | None = None) -> None:
         if (user_error := find_user_error(error)) is not None:
             print(f"error: {one_line(user_error)}", file=sys.stderr)
             sys.exit(2)
+        if isinstance(error, RanksCannotConnect):
+            print(f"error: {error}; exiting {LOST_PEER_EXIT_CODE}, a restart retries", file=sys.stderr)
+            sys.exit(LOST_PEER_EXIT_CODE)
         if (peer_error := lost_peer(error)) is not None:
             # cookiecutter: only with kubernetes
             # Retryable under a PyTorchJob `ExitCode` policy, like NCCL's own abort on a collective timeout (SIGABRT).

@@ -1,39 +1,40 @@
-"""Saves the resolved config next to the logs (LightningCLI's default) and hands it to loggers that keep a run
-config."""
-
-from pathlib import Path
+"""Saves the resolved config in the run's folder (LightningCLI's default puts it in `trainer.log_dir`) and hands it to
+loggers that keep a run config."""
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger  # cookiecutter: only with wandb
 from typing_extensions import override
 
+from resume.run_directory import config_file_to_write, run_directory
+
 
 class SaveConfigToLoggers(SaveConfigCallback):
+    """A run's config goes into its own folder, for every logger (a W&B run's `trainer.log_dir` is the folder all
+    runs share). A run resumed with the command it started with writes nothing: its config is there already; a
+    resumed run with another command adds `config.resumed-K.yaml` and never replaces the first config."""
+
     @override
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """A resumed run continues in its run's directory: its config goes next to the first one, never over it."""
-        if self.save_to_log_dir and not self.already_saved:
-            log_dir = Path(trainer.log_dir)  # a collective: every rank asks
-            name = unused_config_name(log_dir, self.config_filename) if trainer.is_global_zero else None
-            self.config_filename = trainer.strategy.broadcast(name)
-        super().setup(trainer, pl_module, stage)
+        if self.already_saved:
+            return
+        if self.save_to_log_dir and trainer.is_global_zero:
+            run_dir = run_directory(trainer)
+            config_text = self.parser.dump(self.config, skip_none=False)
+            name = config_file_to_write(run_dir, config_text, self.config_filename)
+            if name is not None:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / name).write_text(config_text)
+        if trainer.is_global_zero:
+            self.save_config(trainer, pl_module, stage)
+            self.already_saved = True
+        # Every rank agrees that the config is saved, so that a later stage's setup does not save it again.
+        self.already_saved = trainer.strategy.broadcast(self.already_saved)
 
     @override
     def save_config(self, trainer, pl_module, stage: str) -> None:
-        super().save_config(trainer, pl_module, stage)
         # cookiecutter: only with wandb
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 logger.experiment.config.update(self.config.as_dict(), allow_val_change=True)
         # cookiecutter: end
-
-
-def unused_config_name(log_dir: Path, filename: str) -> str:
-    """`config.yaml`, or `config.resumed-K.yaml` for the K-th resumption of the same run."""
-    path = Path(filename)
-    resumption = 0
-    while (log_dir / filename).exists():
-        resumption += 1
-        filename = f"{path.stem}.resumed-{resumption}{path.suffix}"
-    return filename

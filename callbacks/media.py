@@ -1,7 +1,7 @@
 """Images and tables that callbacks log, written as files into the run's log directory.
 
 Images land as PNG grids and tables as CSV files (image cells as PNG paths) under
-`<log_dir>/media/<key>/`.
+`<run directory>/media/<key>/`.
 """
 # cookiecutter: only with wandb
 # A W&B logger gets native images, tables and artifacts instead, so a user without a W&B
@@ -15,6 +15,8 @@ import torch
 from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import WandbLogger  # cookiecutter: only with wandb
 
+from resume.run_directory import run_directory
+
 
 def _displayable(images: torch.Tensor) -> torch.Tensor:
     """Rescale each normalised image to [0, 1] so it can be looked at."""
@@ -26,9 +28,7 @@ def _displayable(images: torch.Tensor) -> torch.Tensor:
 
 def _local_dir(trainer: Trainer, key: str) -> Path:
     # Not trainer.log_dir: it broadcasts, and these helpers run on global rank 0 only (a DDP hang otherwise).
-    logger = trainer.loggers[0] if trainer.loggers else None
-    log_dir = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None) or trainer.default_root_dir
-    folder = Path(log_dir) / "media" / key.replace("/", "_")
+    folder = run_directory(trainer) / "media" / key.replace("/", "_")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

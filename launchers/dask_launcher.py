@@ -34,7 +34,6 @@ from distributed.utils import open_port
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
-from callbacks.config_to_loggers import unused_config_name
 from errors import UserInputError, find_user_error, one_line
 from launchers import DaskOptions
 from launchers.dask_worker import (
@@ -50,6 +49,7 @@ from resume.checkpoint import keep_as_previous
 from resume.csv_logger import drop_rows_from_step
 from resume.latest import RUN_FOLDERS, checkpoint_candidates, first_usable
 from resume.preemption import STOP_SIGNALS, Preempted, restore_handlers
+from resume.run_directory import CONFIG_FILE, METRICS_FILE, SAVED_CONFIG, config_file_to_write, next_version
 
 log = logging.getLogger(__name__)
 log.setLevel(logging.INFO)
@@ -70,9 +70,6 @@ REPLACEMENT_WAIT_S = 30
 EMBEDDED_MAX_RESTARTS = 1
 EXISTING_MAX_RESTARTS = 3
 DEATH_MESSAGE = re.compile(r"Worker process (\d+) (.+)")
-VERSION_DIR = re.compile(r"version_(\d+)")
-METRICS_FILE = "metrics.csv"
-CONFIG_FILE = re.compile(r"config(\.resumed-\d+)?\.yaml")
 EMBEDDED_CLUSTER_CONFIG = {
     # DataLoader workers are child processes, which a daemonic Dask worker may not start.
     "distributed.worker.daemon": False,
@@ -618,10 +615,11 @@ def write_run_dir(
             write_atomically(path, combined_metrics(base, data).encode())
         elif path.suffix == ".ckpt":
             continue  # received while training, in the order they were written
-        elif not CONFIG_FILE.fullmatch(relative_path):
+        elif not SAVED_CONFIG.fullmatch(relative_path):
             path.write_bytes(data)
     # The config that reproduces this run is the client's, with its dask section, not the one each rank ran.
-    (destination / unused_config_name(destination, "config.yaml")).write_text(config_yaml)
+    if (name := config_file_to_write(destination, config_yaml, CONFIG_FILE)) is not None:
+        (destination / name).write_text(config_yaml)
     return destination
 
 
@@ -638,8 +636,3 @@ def combined_metrics(base: str | None, new_rows_csv: bytes) -> str:
     writer.writeheader()
     writer.writerows(rows + new_rows)
     return text.getvalue()
-
-
-def next_version(parent: Path) -> int:
-    versions = [int(match.group(1)) for path in parent.glob("version_*") if (match := VERSION_DIR.fullmatch(path.name))]
-    return max(versions, default=-1) + 1

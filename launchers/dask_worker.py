@@ -26,6 +26,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 
 from resume.atomic_io import AtomicCheckpointIO
 from resume.preemption import Preempted, install_stop_handlers, request_stop, restore_handlers
+from resume.run_directory import METRICS_FILE
 
 # The input config lives outside the output root: a run without a logger writes config.yaml to its root.
 LAUNCH_CONFIG = "launch.yaml"
@@ -120,7 +121,7 @@ class MetricsToClient(Callback):
         if logger is None or logger.log_dir is None or logger.save_dir is None:
             return
         logger.save()
-        metrics = Path(logger.log_dir) / "metrics.csv"
+        metrics = Path(logger.log_dir) / METRICS_FILE
         if metrics.is_file():
             send_small_file(self.queue, metrics.relative_to(logger.save_dir).as_posix(), metrics.read_bytes())
 

@@ -3,7 +3,6 @@
 import os
 from datetime import timedelta
 from pathlib import Path
-
 from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
@@ -27,9 +26,10 @@ class ResumableCheckpoint(ModelCheckpoint):
     to be damaged. Selecting the best model by a metric is a separate `ModelCheckpoint`.
 
     An epoch-end `last.ckpt` holds the epoch's end as the uninterrupted run goes on from it: this callback saves
-    after every other callback has handled the epoch's end (the best-model tracker included), and a plateau
-    scheduler's step, which Lightning takes after those hooks and skips when it resumes from such a checkpoint,
-    is taken on resume with the metric value saved with the checkpoint.
+    after every other callback has handled the epoch's end (the best-model tracker included). Lightning steps
+    epoch-level plateau schedulers after those hooks, and skips that step both when it resumes from such a
+    checkpoint and at the end of an epoch it resumed in the middle of; this callback takes the skipped step (with
+    the metric value saved in the checkpoint in the first case).
     """
 
     CHECKPOINT_NAME_LAST = "last"
@@ -71,7 +71,9 @@ class ResumableCheckpoint(ModelCheckpoint):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Lightning installs its own handlers when the run starts; this comes later and replaces them.
         self._stop_signals.install()
-        self._take_plateau_step_due(trainer, pl_module)
+        due, self._plateau_step_due = self._plateau_step_due, None
+        if due is not None and trainer.current_epoch == due["epoch"] + 1:
+            step_plateau_schedulers(trainer, pl_module, due["epoch"], due["monitored"])
 
     @override
     def state_dict(self) -> dict[str, Any]:
@@ -81,22 +83,6 @@ class ResumableCheckpoint(ModelCheckpoint):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         self._plateau_step_due = state_dict.get("plateau_step_due")
-
-    def _take_plateau_step_due(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        due, self._plateau_step_due = self._plateau_step_due, None
-        if due is None or trainer.current_epoch != due["epoch"] + 1:
-            return
-        scheduler_progress = trainer.fit_loop.epoch_loop.scheduler_progress
-        for config in trainer.lr_scheduler_configs:
-            if (
-                config.reduce_on_plateau
-                and config.interval == "epoch"
-                and (due["epoch"] + 1) % config.frequency == 0
-                and config.monitor in due["monitored"]
-            ):
-                scheduler_progress.increment_ready()
-                pl_module.lr_scheduler_step(config.scheduler, due["monitored"][config.monitor])
-                scheduler_progress.increment_completed()
 
     @override
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -132,6 +118,10 @@ class ResumableCheckpoint(ModelCheckpoint):
             self._save_and_report(trainer, epoch_end=True)
             return
         self.save_resume_point(trainer, epoch_end=True)
+        if trainer.fit_loop.restarting:  # resumed within this epoch: Lightning will not step them
+            due = plateau_step_due(trainer)
+            if due is not None:
+                step_plateau_schedulers(trainer, pl_module, due["epoch"], due["monitored"])
 
     # After an epoch-end save, every rank first finishes the epoch's metrics (collectives), then stops.
     @override
@@ -184,6 +174,21 @@ def plateau_step_due(trainer: Trainer) -> dict | None:
         if config.reduce_on_plateau and config.interval == "epoch" and config.monitor in trainer.callback_metrics
     }
     return {"epoch": trainer.current_epoch, "monitored": monitored} if monitored else None
+
+
+def step_plateau_schedulers(trainer: Trainer, pl_module: LightningModule, epoch: int, monitored: dict) -> None:
+    """The epoch-end step of plateau schedulers, as Lightning's fit loop takes it (`_update_learning_rates`)."""
+    scheduler_progress = trainer.fit_loop.epoch_loop.scheduler_progress
+    for config in trainer.lr_scheduler_configs:
+        if (
+            config.reduce_on_plateau
+            and config.interval == "epoch"
+            and (epoch + 1) % config.frequency == 0
+            and config.monitor in monitored
+        ):
+            scheduler_progress.increment_ready()
+            pl_module.lr_scheduler_step(config.scheduler, monitored[config.monitor])
+            scheduler_progress.increment_completed()
 
 
 def keep_as_previous(last: Path) -> None:

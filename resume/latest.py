@@ -7,7 +7,6 @@ version directory in it is searched, and the resumed run is pointed at that vers
 
 import logging
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +17,10 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from errors import UserInputError, one_line
 from resume.checkpoint import LAST_NAME, PREVIOUS_NAME
 from resume.csv_logger import drop_rows_from_step
+from resume.run_directory import METRICS_FILE, VERSION_DIR
 
 log = logging.getLogger(__name__)
 
-VERSION_DIR = re.compile(r"version_(\d+)")
 # Loggers whose runs live in save_dir/<experiment>/<run>, as Lightning's ModelCheckpoint places them: the init
 # argument naming the experiment (its fallback environment variable), and the one naming the run, which a resumed
 # run is given so that the logger continues that run.
@@ -191,7 +190,7 @@ def resolve_last(config) -> None:
     if point.run_dir is not None:
         _continue_run(_first_logger(config.trainer), point.run_dir)
         if rank_zero_only.rank == 0:
-            drop_rows_from_step(point.run_dir / "metrics.csv", point.logged_steps)
+            drop_rows_from_step(point.run_dir / METRICS_FILE, point.logged_steps)
     say(f"continuing from {point.checkpoint} (step {point.global_step})")
 
 
