@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import torch
+from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from torch.utils.data import random_split
 from torchvision import transforms
 from torchvision.datasets import FashionMNIST
@@ -20,10 +21,10 @@ class FashionMNISTDataModule(SplitsDataModule):
         self,
         root: str = "data",
         download: bool = False,
-        val_fraction: float = 0.1,
+        val_fraction: OpenUnitInterval = 0.1,
         seed: int = 42,
-        batch_size: int = 100,
-        num_workers: int = 2,
+        batch_size: PositiveInt = 100,
+        num_workers: NonNegativeInt = 2,
     ):
         """
         Args:
@@ -33,8 +34,6 @@ class FashionMNISTDataModule(SplitsDataModule):
             one.
         """
         super().__init__()
-        if not 0 < val_fraction < 1:
-            raise UserInputError(f"val_fraction must be between 0 and 1, got {val_fraction}")
         self.save_hyperparameters()
 
     def prepare_data(self) -> None:

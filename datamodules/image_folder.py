@@ -4,6 +4,7 @@ import copy
 from pathlib import Path
 
 import torch
+from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Subset
 from torchvision import transforms
@@ -38,14 +39,14 @@ class ImageFolderDataModule(SplitsDataModule):
     def __init__(
         self,
         root: str,
-        image_size: int = 224,
-        train_fraction: float = 0.8,
+        image_size: PositiveInt = 224,
+        train_fraction: OpenUnitInterval = 0.8,
         seed: int = 42,
         classes: list[str] | None = None,
         grayscale: bool = False,
         augment: bool = True,
-        batch_size: int = 64,
-        num_workers: int = 2,
+        batch_size: PositiveInt = 64,
+        num_workers: NonNegativeInt = 2,
         how_to_get: str = "",
     ):
         """
@@ -60,8 +61,6 @@ class ImageFolderDataModule(SplitsDataModule):
             how_to_get: where the data set comes from, repeated in the error when `root` is missing.
         """
         super().__init__()
-        if not 0 < train_fraction < 1:
-            raise UserInputError(f"train_fraction must be between 0 and 1, got {train_fraction}")
         self.save_hyperparameters()
 
     @property

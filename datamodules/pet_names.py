@@ -7,6 +7,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from jsonargparse.typing import NonNegativeInt, PositiveInt, restricted_number_type
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset
 
@@ -18,6 +19,8 @@ log = logging.getLogger(__name__)
 PAD, STOP = "*", "+"
 ALPHABET = "abcdefghijklmnopqrstuvwxyz-. "
 VOCAB = PAD + STOP + ALPHABET
+# A share that may be zero (no validation) but never all: training needs names.
+FractionBelowOne = restricted_number_type("FractionBelowOne", float, [(">=", 0), ("<", 1)])
 
 
 def read_names(path: Path) -> list[str]:
@@ -132,12 +135,12 @@ class PetNamesDataModule(LightningDataModule):
     def __init__(
         self,
         names_path: str = "data/pet_names.txt",
-        context_length: int = 8,
-        val_fraction: float = 0.1,
+        context_length: PositiveInt = 8,
+        val_fraction: FractionBelowOne = 0.1,
         seed: int = 42,
-        batch_size: int = 16384,
-        num_workers: int = 0,
-        num_names_to_generate: int = 50,
+        batch_size: PositiveInt = 16384,
+        num_workers: NonNegativeInt = 0,
+        num_names_to_generate: PositiveInt = 50,
         formulation: Literal["windows", "whole_names"] = "windows",
     ):
         """
@@ -153,8 +156,6 @@ class PetNamesDataModule(LightningDataModule):
                 counts names.
         """
         super().__init__()
-        if not 0 <= val_fraction < 1:
-            raise UserInputError(f"val_fraction must be in [0, 1), got {val_fraction}")
         self.save_hyperparameters()
         self.names: list[str] = []
         self.held_out_names: set[str] = set()  # the validation names, never trained on

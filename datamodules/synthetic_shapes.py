@@ -11,12 +11,15 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt, restricted_number_type
 from PIL import Image, ImageDraw
 
 from datamodules.image_folder import ImageFolderDataModule
 from errors import UserInputError
 
 SHAPES = ("circle", "cross", "ring", "square", "triangle")
+# Fewer than two images of a shape cannot be split into training and validation.
+AtLeastTwoInt = restricted_number_type("AtLeastTwoInt", int, (">=", 2))
 
 
 def _polygon(center: tuple[float, float], radius: float, corners: int, angle: float) -> list[tuple[float, float]]:
@@ -90,17 +93,17 @@ class SyntheticShapesDataModule(ImageFolderDataModule):
     def __init__(
         self,
         root: str = "data/generated",
-        images_per_class: int = 300,
-        canvas_size: int = 64,
+        images_per_class: AtLeastTwoInt = 300,
+        canvas_size: PositiveInt = 64,
         generation_seed: int = 0,
-        image_size: int = 64,
-        train_fraction: float = 0.8,
+        image_size: PositiveInt = 64,
+        train_fraction: OpenUnitInterval = 0.8,
         seed: int = 42,
         classes: list[str] | None = None,
         grayscale: bool = False,
         augment: bool = True,
-        batch_size: int = 64,
-        num_workers: int = 2,
+        batch_size: PositiveInt = 64,
+        num_workers: NonNegativeInt = 2,
     ):
         """
         Args:
@@ -108,8 +111,6 @@ class SyntheticShapesDataModule(ImageFolderDataModule):
             images_per_class: images drawn per shape.
             canvas_size: pixel size the shapes are drawn at (then resized to `image_size`).
         """
-        if images_per_class < 2:
-            raise UserInputError(f"images_per_class must be at least 2, got {images_per_class}")
         super().__init__(root, image_size, train_fraction, seed, classes, grayscale, augment, batch_size, num_workers)
 
     @property

@@ -1,7 +1,8 @@
 """Short errors for bad options and config keys: the key, the closest valid ones, and where the full usage is.
 
 jsonargparse prints the whole usage (60 lines for `fit`) before the one line that matters, and reports an
-unknown argument of a model or data class as a nested union error. This parser keeps what names the problem.
+unknown argument, or a bad value, of a model or data class as a nested union error. This parser keeps what names
+the problem: a bad value is one line naming the option.
 """
 
 import difflib
@@ -22,6 +23,12 @@ UNKNOWN_CLASS_ARGUMENT = re.compile(
     r".*?Option '(?P<option>\w+)' is not accepted",
     re.S,
 )
+BAD_CLASS_ARGUMENT_VALUE = re.compile(
+    r'Parser key "(?P<key>[\w.]+)".*?class_path \'[\w.]+\':\s*Parser key "(?P<argument>\w+)":\s*(?P<problem>[^\n]*\S)',
+    re.S,
+)
+# A value outside a jsonargparse.typing type (PositiveInt, OpenUnitInterval, ...) in the signature.
+RESTRICTION = re.compile(r"Not of type \w+: (?P<value>.+) does not conform to restriction (?P<rule>.+)")
 
 
 class ShortErrorParser(LightningArgumentParser):
@@ -32,8 +39,11 @@ class ShortErrorParser(LightningArgumentParser):
             super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
         command = parser.prog.replace(" [options]", "")
-        first, *rest = short_message(message, parser)
-        lines = [f"error: {first}", *rest, f"all options: {command} --help"]
+        if (problem := bad_value(message)) is not None:
+            lines = [f"error: {problem}"]
+        else:
+            first, *rest = short_message(message, parser)
+            lines = [f"error: {first}", *rest, f"all options: {command} --help"]
         print("\n".join(lines[:MAX_LINES]), file=sys.stderr)
         sys.exit(2)
 
@@ -52,6 +62,19 @@ def short_message(message: str, parser: ArgumentParser) -> list[str]:
         known = [prefix + name for name in arguments_of(match["class_path"])]
         return [f"{match['class_path']} has no argument {match['option']} ({option}){did_you_mean(option, known)}"]
     return message.strip().splitlines()[: MAX_LINES - 1]
+
+
+def bad_value(message: str) -> str | None:
+    """The option of a model, data or logger class given a value its signature rejects, and why; else None."""
+    if UNKNOWN_CLASS_ARGUMENT.search(message) or not (match := BAD_CLASS_ARGUMENT_VALUE.search(message)):
+        return None
+    if "Parser key" in match["problem"]:  # nested deeper (an optimizer's arguments): no single line to show
+        return None
+    option = f"--{match['key']}.init_args.{match['argument']}"
+    if restricted := RESTRICTION.fullmatch(match["problem"]):
+        rule = re.sub(r"v([<>=!]=?)", r"\1 ", restricted["rule"])
+        return f"{option} must be {rule}, got {restricted['value']}"
+    return f"{option}: {match['problem']}"
 
 
 def did_you_mean(given: str, known: list[str]) -> str:

@@ -1,9 +1,11 @@
 """The model-parallel example: an MLP classifier whose network is declared as stages."""
 
 import torch
+from jsonargparse.typing import PositiveInt
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import nn
 
+from errors import UserInputError
 from lightning_modules.classification import ClassificationModule
 from models.staged_mlp import StagedMLP
 
@@ -12,9 +14,9 @@ class MLPClassifier(ClassificationModule):
     def __init__(
         self,
         num_classes: int,
-        input_size: int = 784,
-        hidden_sizes: tuple[int, ...] = (200,),
-        num_stages: int = 2,
+        input_size: PositiveInt = 784,
+        hidden_sizes: tuple[PositiveInt, ...] = (200,),
+        num_stages: PositiveInt = 2,
         optimizer: OptimizerCallable = torch.optim.Adam,
         scheduler: LRSchedulerCallable | None = None,
     ):
@@ -26,6 +28,12 @@ class MLPClassifier(ClassificationModule):
             num_stages: how many consecutive stages the layers are grouped into for model parallelism.
         """
         super().__init__(num_classes, optimizer, scheduler)
+        num_layers = len(hidden_sizes) + 1
+        if num_stages > num_layers:
+            raise UserInputError(
+                f"--model.init_args.num_stages {num_stages} is more than the network's {num_layers} layers; "
+                "lower it or add --model.init_args.hidden_sizes"
+            )
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.network = StagedMLP(input_size, hidden_sizes, num_classes, num_stages)
 

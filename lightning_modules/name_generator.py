@@ -3,6 +3,7 @@
 from typing import Literal
 
 import torch
+from jsonargparse.typing import ClosedUnitInterval, PositiveFloat, PositiveInt
 from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.trainer.states import TrainerFn
@@ -27,13 +28,13 @@ class NameGenerator(LightningModule):
     def __init__(
         self,
         vocab: str,
-        context_length: int = 8,
+        context_length: PositiveInt = 8,
         formulation: Literal["windows", "whole_names"] = "windows",
-        hidden_size: int = 128,
-        num_layers: int = 4,
-        dropout: float = 0.0,
-        temperature: float = 1.0,
-        max_name_length: int = 30,
+        hidden_size: PositiveInt = 128,
+        num_layers: PositiveInt = 4,
+        dropout: ClosedUnitInterval = 0.0,
+        temperature: PositiveFloat = 1.0,
+        max_name_length: PositiveInt = 30,
         exclude_training_names: bool = True,
         optimizer: OptimizerCallable = torch.optim.Adam,
         scheduler: LRSchedulerCallable | None = None,
@@ -55,8 +56,6 @@ class NameGenerator(LightningModule):
         super().__init__()
         if len(vocab) < 3:
             raise UserInputError(f"vocab must hold padding, stop and at least one character, got {vocab!r}")
-        if temperature <= 0:
-            raise UserInputError(f"temperature must be positive, got {temperature}")
         self.save_hyperparameters(
             ignore=["optimizer", "scheduler", "temperature", "max_name_length", "exclude_training_names"]
         )

@@ -3,7 +3,10 @@
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch.optim.lr_scheduler import CyclicLR, OneCycleLR, ReduceLROnPlateau
 
+from errors import UserInputError, one_line
+
 PER_STEP_SCHEDULERS = (OneCycleLR, CyclicLR)
+OPTIMIZER_OPTIONS = "--model.init_args.optimizer.init_args"
 
 
 def configure_optimization(
@@ -15,7 +18,7 @@ def configure_optimization(
     `monitor`. A OneCycleLR given without `total_steps` or `epochs` gets the trainer's
     estimated number of optimizer steps, so the YAML need not know the dataset size.
     """
-    built_optimizer = optimizer(module.parameters())
+    built_optimizer = _build_optimizer(module, optimizer)
     if scheduler is None:
         return built_optimizer
     settings = getattr(scheduler, "keywords", {})
@@ -30,3 +33,17 @@ def configure_optimization(
     if isinstance(built_scheduler, ReduceLROnPlateau):
         schedule["monitor"] = monitor
     return {"optimizer": built_optimizer, "lr_scheduler": schedule}
+
+
+def _build_optimizer(module, optimizer: OptimizerCallable):
+    """The optimizer over the module's parameters; a setting torch rejects is the user's, so one line names it.
+
+    The optimizer is a torch class whose arguments the CLI cannot constrain: torch checks them when it is built.
+    """
+    lr = getattr(optimizer, "keywords", {}).get("lr")
+    if isinstance(lr, (int, float)) and lr < 0:
+        raise UserInputError(f"{OPTIMIZER_OPTIONS}.lr must be >= 0, got {lr}")
+    try:
+        return optimizer(module.parameters())
+    except ValueError as error:  # torch's own checks: "Invalid epsilon value: -1.0", "Invalid beta parameter ..."
+        raise UserInputError(f"invalid optimizer setting ({one_line(error)}); fix {OPTIMIZER_OPTIONS}.*") from error

@@ -78,7 +78,61 @@ def test_help_still_lists_every_option(capsys):
 @pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
 def test_wrong_value_type(config, tmp_path, capsys):
     error = failing_run(capsys, "fit", small_run_args(config, tmp_path) + ["--data.init_args.batch_size", "many"])
-    assert "batch_size" in error and "many" in error
+    assert error.startswith("error: --data.init_args.batch_size: ") and "many" in error and error.count("\n") == 1
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
+def test_negative_batch_size(config, tmp_path, capsys):
+    error = failing_run(capsys, "fit", small_run_args(config, tmp_path, None, "--data.init_args.batch_size", "-5"))
+    assert error == "error: --data.init_args.batch_size must be > 0, got -5\n"
+
+
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
+def test_negative_num_workers(config, tmp_path, capsys):
+    error = failing_run(capsys, "fit", small_run_args(config, tmp_path, None, "--data.init_args.num_workers", "-2"))
+    assert error == "error: --data.init_args.num_workers must be >= 0, got -2\n"
+
+
+def test_negative_learning_rate(tmp_path, capsys, shapes_root):
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path, shapes_root, "--model.init_args.optimizer.init_args.lr", "-3")
+    error = failing_run(capsys, "fit", args)
+    assert error == "error: --model.init_args.optimizer.init_args.lr must be >= 0, got -3.0\n"
+
+
+def test_predict_from_a_missing_checkpoint(tmp_path, capsys):
+    missing = tmp_path / "nope.ckpt"
+    error = failing_run(capsys, "predict", small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--ckpt_path", str(missing)])
+    assert error == f"error: checkpoint {missing} does not exist; set --ckpt_path to a saved .ckpt file\n"
+
+
+# Each example's other constrained options, one value out of range each.
+OUT_OF_RANGE = [
+    ("cnn.yaml", "--data.init_args.train_fraction", "1.0", "must be > 0 and < 1"),  # cookiecutter: only with cnn
+    ("cnn.yaml", "--data.init_args.image_size", "0", "must be > 0"),  # cookiecutter: only with cnn
+    ("lstm.yaml", "--data.init_args.context_length", "0", "must be > 0"),  # cookiecutter: only with lstm
+    ("lstm.yaml", "--data.init_args.val_fraction", "1", "must be >= 0 and < 1"),  # cookiecutter: only with lstm
+    ("lstm.yaml", "--model.init_args.temperature", "0", "must be > 0"),  # cookiecutter: only with lstm
+    ("lstm.yaml", "--model.init_args.dropout", "1.5", "must be >= 0 and <= 1"),  # cookiecutter: only with lstm
+    ("mlp.yaml", "--data.init_args.images_per_class", "1", "must be >= 2"),  # cookiecutter: only with mlp
+    ("mlp.yaml", "--model.init_args.hidden_sizes", "[200, 0]", "must be > 0"),  # cookiecutter: only with mlp
+]
+
+
+@pytest.mark.parametrize(("config", "option", "value", "rule"), OUT_OF_RANGE)
+def test_value_out_of_range_names_the_option(config, option, value, rule, tmp_path, capsys):
+    error = failing_run(capsys, "fit", small_run_args(config, tmp_path, None, option, value))
+    assert error.startswith(f"error: {option} {rule}, got ") and error.count("\n") == 1
+
+
+# cookiecutter: only with mlp
+def test_more_stages_than_layers(tmp_path, capsys, shapes_root):
+    args = small_run_args("mlp.yaml", tmp_path, shapes_root, "--model.init_args.num_stages", "3")
+    error = failing_run(capsys, "fit", args)
+    assert error.startswith("error: --model.init_args.num_stages 3 is more than the network's 2 layers;")
+
+
+# cookiecutter: end
 
 
 # cookiecutter: only with lstm
