@@ -58,10 +58,18 @@ def open_study(options: SweepOptions, name: str, sweep_dir: Path, space: dict) -
 
 def _sampler(options: SweepOptions, space: dict) -> optuna.samplers.BaseSampler:
     if options.sampler == "grid":
-        return optuna.samplers.GridSampler({key: list(d.choices) for key, d in space.items()}, seed=options.seed)
+        return AskTellGridSampler({key: list(d.choices) for key, d in space.items()}, seed=options.seed)
     if options.sampler == "random":
         return optuna.samplers.RandomSampler(seed=options.seed)
     return optuna.samplers.TPESampler(seed=options.seed)
+
+
+class AskTellGridSampler(optuna.samplers.GridSampler):
+    """GridSampler without its `study.stop()` once the grid is done, which works only inside `study.optimize` and
+    raises after `study.tell`; the driver counts the trials itself."""
+
+    def after_trial(self, study, trial, state, values) -> None:
+        pass
 
 
 def _pruner(options: SweepOptions) -> optuna.pruners.BasePruner:
