@@ -79,11 +79,12 @@ class TemplateCLI(LightningCLI):
             return
         config = self.config[self.subcommand]
         if self.subcommand == "fit":
+            checkpoint_root = None  # where the experiment's checkpoints are, when not in its run folders
             # cookiecutter: only with dask
-            if dask_requested(config.dask) and config.dask.resume and config.ckpt_path is None:
-                config.ckpt_path = "last"  # a launcher's job continues where its last attempt stopped
+            if dask_requested(config.dask):
+                checkpoint_root = config.dask.checkpoint_dir
             # cookiecutter: end
-            resolve_last(config)
+            resolve_last(config, checkpoint_root)
         check_checkpoint_exists(config.ckpt_path)
 
     def before_fit(self) -> None:

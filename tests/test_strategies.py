@@ -94,7 +94,20 @@ def runs(tmp_path_factory, settings) -> dict[str, Path]:
             "16",
         ),
     )
-    run_ok("fit", mlp_args(settings, logs["pipeline"], "--trainer.strategy", "pipeline", "--trainer.devices", "2"))
+    output = run_ok(
+        "fit",
+        mlp_args(
+            settings,
+            logs["pipeline"],
+            "--trainer.strategy",
+            "pipeline",
+            "--trainer.strategy.init_args.microbatches",
+            "8",
+            "--trainer.devices",
+            "2",
+        ),
+    )
+    assert "GPipe, 8 micro-batches per batch" in output, "the short name's option did not reach the strategy"
     return logs
 
 
@@ -280,8 +293,8 @@ def test_layer_split_refuses_a_device_that_does_not_exist(capsys, settings, tmp_
     args = mlp_args(
         settings,
         tmp_path,
-        "--config",
-        str(ROOT / "configs/strategies/layer_split.yaml"),
+        "--trainer.strategy",
+        "layer_split",
         "--trainer.strategy.init_args.devices",
         "[cpu, cuda:1]",
     )
