@@ -20,7 +20,8 @@ OWN_FLAGS = ("-h", "--help")
 PRINT_CONFIG = "--print_config"
 EPILOG = (
     "Every other argument (--config, --trainer.*, --model.*, --data.*) is a `cli.py fit` argument that every trial "
-    "shares; `python cli.py fit --help` lists them. --print_config prints the sweep section as a --sweep file and exits."
+    "shares; `python cli.py fit --help` lists them. --print_config prints the sweep section as a --sweep file and "
+    "exits."
 )
 
 

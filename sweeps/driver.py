@@ -148,10 +148,8 @@ class Driver:
         say(f"trial {run.trial.number} started: {_shown(run.trial.params)} (log: {run.directory / trials.LOG})")
 
     def _arguments(self, run: RunningTrial) -> list[str]:
-        reporter = {
-            "class_path": "sweeps.channel.ReportToDriver",
-            "init_args": {"channel": str(run.channel.channel), "metric": self.options.metric, "driver_pid": os.getpid()},
-        }
+        channel = {"channel": str(run.channel.channel), "metric": self.options.metric, "driver_pid": os.getpid()}
+        reporter = {"class_path": "sweeps.channel.ReportToDriver", "init_args": channel}
         arguments = ["--config", str(self.base_config), *as_overrides(run.trial.params)]
         arguments += ["--trainer.logger.init_args.save_dir", str(self.sweep_dir)]
         arguments += ["--trainer.logger.init_args.name", run.directory.name, "--ckpt_path", "last"]

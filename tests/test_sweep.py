@@ -18,6 +18,7 @@ from conftest import ROOT, read_metrics, run_cli, small_run_args
 LR = "model.init_args.optimizer.init_args.lr"
 HIDDEN = "model.init_args.hidden_size"
 TIMEOUT_S = 240
+STARTED = re.compile(r"sweep: trial (\d+) started: limit_train_batches=(\d+), names_path=(\S+) \(log")
 
 
 def sweep_command(log_dir: Path, *extra: str) -> list[str]:
@@ -42,8 +43,10 @@ def test_an_unknown_search_space_key_is_one_line_naming_it(tmp_path):
     space = {"model.init_args.hiden_size": {"type": "int", "low": 8, "high": 16}}
     result = run(sweep_command(tmp_path, "--sweep", sweep_file(tmp_path / "space.json", space)))
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "error: search space key model.init_args.hiden_size is not in the training config"
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: search space key model.init_args.hiden_size is not in the training config")
     )
     assert not (tmp_path / "sweep_lstm" / "study.journal").exists()
 
@@ -64,7 +67,7 @@ def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config
     deadline = time.monotonic() + TIMEOUT_S
     try:
         for line in driver.stderr:
-            if match := re.match(r"sweep: trial (\d+) started: limit_train_batches=(\d+), names_path=(\S+) \(log", line):
+            if match := STARTED.match(line):
                 started[int(match[1])] = (int(match[2]), match[3])
             if match := re.match(r"sweep: trial (\d+) finished", line):
                 finished.add(int(match[1]))
@@ -145,5 +148,6 @@ def test_every_rank_of_a_ddp_trial_gets_the_driver_values_and_a_pruned_trial_sto
     assert trial.state.name == "PRUNED" and list(trial.intermediate_values) == [4]
     ranks = [json.loads((tmp_path / "ranks" / f"rank{rank}.json").read_text()) for rank in (0, 1)]
     assert ranks[0] == ranks[1]
-    assert ranks[0]["lr"] == pytest.approx(trial.params[LR], rel=1e-12) and ranks[0]["hidden_size"] == trial.params[HIDDEN]
+    assert ranks[0]["lr"] == pytest.approx(trial.params[LR], rel=1e-12)
+    assert ranks[0]["hidden_size"] == trial.params[HIDDEN]
     assert ranks[0]["global_step"] == 4, "pruned at the first validation, not at the end of the 20 steps"
