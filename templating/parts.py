@@ -73,6 +73,7 @@ PATHS = {
         "tests/test_fashion_mnist_data.py",
         "tests/test_strategies.py",
         "tests/test_resume.py",
+        "tests/test_multi_host.py",
     ],
     "cnn or lstm": ["tests/test_ddp_examples.py", "benchmarks", "docs/performance.md"],
     "dask": ["docs/dask.md", "launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],

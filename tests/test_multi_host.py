@@ -1,0 +1,182 @@
+"""One job across machines, on emulated hosts (tests/helpers/hosts.py), started with the commands docs/clusters.md
+gives for several machines.
+
+Every host runs the project from its installed wheel (tests/helpers/installed.py) in its own working directory,
+outside the checkout, with its own copy of the config and its own generated data. Each host's name resolves to a
+loopback address, as on stock Debian/Ubuntu: the runs pass only because each rank picks the interface that reaches
+the rendezvous address (cluster_network.py). A run across hosts has the losses of the same job on one host.
+"""
+
+import json
+import shutil
+import subprocess
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, read_metrics, small_run_args
+from tests.helpers.hosts import EmulatedHosts, Host, requires_hosts
+from tests.helpers.installed import installed_python
+
+RUN_TIMEOUT_S = 240
+RENDEZVOUS_PORT = 29400
+SCHEDULER_PORT = 8786
+DDP_TIMEOUT = "0:01:00"
+LOSSES = ("train/loss", "val/loss")
+
+
+def job_args(host: Host) -> list[str]:
+    """The test suite's small MLP run, with the config copied onto `host` and every path relative to its directory."""
+    shutil.copy(ROOT / "configs" / "mlp.yaml", host.workdir / "mlp.yaml")
+    args = small_run_args("mlp.yaml", Path("logs"), Path("shapes"))
+    args[args.index("--config") + 1] = "mlp.yaml"
+    return args
+
+
+def torchrun(python: Path, *options: str) -> list[str]:
+    return [str(python), "-m", "torch.distributed.run", *options, "-m", "cli", "fit"]
+
+
+def finished(processes: list[subprocess.Popen], timeout: float = RUN_TIMEOUT_S) -> list[str]:
+    """Wait for every process; their combined output."""
+    deadline = time.monotonic() + timeout
+    return [process.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for process in processes]
+
+
+def losses(log_dir: Path) -> dict[str, list[float]]:
+    rows = read_metrics(log_dir)
+    return {key: [float(row[key]) for row in rows if row.get(key)] for key in LOSSES}
+
+
+@pytest.fixture(scope="module")
+def one_host_losses() -> dict[str, list[float]]:
+    """The reference: the same job as two ranks on one host (`torchrun --standalone`)."""
+    python = installed_python()
+    with EmulatedHosts(1) as (host,):
+        ranks = ["--trainer.strategy", "ddp", "--trainer.accelerator", "cpu", "--trainer.devices", "2"]
+        command = torchrun(python, "--standalone", "--nproc_per_node", "2") + job_args(host) + ranks
+        (output,) = finished([host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)])
+        assert host.processes[0].returncode == 0, output
+        reference = losses(host.workdir / "logs")
+    assert all(reference.values())
+    return reference
+
+
+@requires_hosts
+def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
+    """Here MASTER_ADDR names a host as torchrun, the operator or the Dask launcher would set it."""
+    cases = {
+        "another host by name": {"MASTER_ADDR": "h1", "WORLD_SIZE": "2"},
+        "this host by its address": {"MASTER_ADDR": "198.18.0.2", "WORLD_SIZE": "2"},
+        "this host by its name, which resolves to loopback": {"MASTER_ADDR": "h2", "WORLD_SIZE": "2"},
+        "this host by name, every rank on it": {"MASTER_ADDR": "h2", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
+        "loopback": {"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2"},
+        "localhost": {"MASTER_ADDR": "localhost", "WORLD_SIZE": "2"},
+        "an unknown host": {"MASTER_ADDR": "no-such-host.invalid", "WORLD_SIZE": "2"},
+    }
+    script = (
+        "import json, sys\n"
+        "from cluster_network import chosen_interface\n"
+        "print(json.dumps({name: chosen_interface(env) for name, env in json.loads(sys.argv[1]).items()}))\n"
+    )
+    with EmulatedHosts(2) as hosts:
+        result = hosts[1].run([installed_python(), "-c", script, json.dumps(cases)])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "another host by name": "eth0",
+        "this host by its address": "eth0",
+        "this host by its name, which resolves to loopback": "eth0",
+        "this host by name, every rank on it": None,
+        "loopback": None,
+        "localhost": None,
+        "an unknown host": None,
+    }
+
+
+@requires_hosts
+def test_torchrun_on_two_hosts_matches_one_host(one_host_losses):
+    python = installed_python()
+    with EmulatedHosts(2) as hosts:
+        first = hosts[0]
+        processes = []
+        for host in hosts:
+            # The first host's name resolves to loopback there, so torch cannot tell that the endpoint is its own.
+            hosts_the_store = ["--rdzv_conf", "is_host=1"] if host is first else []
+            command = torchrun(
+                python,
+                *("--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d", "--rdzv_id", "mlp"),
+                *("--rdzv_endpoint", f"{first.address}:{RENDEZVOUS_PORT}", *hosts_the_store),
+            )
+            ranks = ["--trainer.strategy", "lightning.pytorch.strategies.DDPStrategy"]
+            ranks += ["--trainer.strategy.timeout", DDP_TIMEOUT, "--trainer.accelerator", "cpu"]
+            ranks += ["--trainer.devices", "1", "--trainer.num_nodes", "2"]
+            output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            processes.append(host.popen(command + job_args(host) + ranks, **output))
+        outputs = finished(processes)
+        assert [process.returncode for process in processes] == [0, 0], outputs
+        assert losses(first.workdir / "logs") == one_host_losses
+        assert not (hosts[1].workdir / "logs").exists()  # only global rank 0 writes
+
+
+@requires_hosts
+def test_ranks_that_cannot_connect_say_where_they_listened_within_the_timeout():
+    """GLOO_SOCKET_IFNAME is the user's to set: set to loopback, as gloo would choose itself, the ranks fail."""
+    python = installed_python()
+    timeout_s = 5
+    with EmulatedHosts(2) as hosts:
+        first = hosts[0]
+        processes = []
+        started = time.monotonic()
+        for host in hosts:
+            command = [python, "-m", "cli", "fit", *job_args(host), "--trainer.accelerator", "cpu"]
+            command += ["--trainer.strategy", "lightning.pytorch.strategies.DDPStrategy"]
+            command += ["--trainer.strategy.timeout", str(timedelta(seconds=timeout_s)), "--trainer.num_nodes", "2"]
+            # Lightning's own variables for a job on several machines.
+            node = {"MASTER_ADDR": first.address, "MASTER_PORT": str(RENDEZVOUS_PORT), "NODE_RANK": str(len(processes))}
+            env = host.environment(**node, GLOO_SOCKET_IFNAME="lo")
+            processes.append(host.popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outputs = [process.communicate(timeout=RUN_TIMEOUT_S) for process in processes]
+        elapsed = time.monotonic() - started
+    for process, (_, stderr) in zip(processes, outputs):
+        assert process.returncode == 134, stderr
+        (line,) = [line for line in stderr.splitlines() if line.startswith("error:")]
+        assert line.startswith("error: the ranks could not connect ("), line
+        assert f"this rank listened on 127.0.0.1 (GLOO_SOCKET_IFNAME=lo), the rendezvous is at {first.address}:" in line
+        assert "set GLOO_SOCKET_IFNAME" in line
+    assert elapsed < 60, f"{elapsed:.0f} s"
+
+
+# cookiecutter: only with dask
+
+
+@requires_hosts
+def test_dask_scheduler_and_client_on_one_host_workers_on_two_others(one_host_losses):
+    python = installed_python()
+    with EmulatedHosts(3) as hosts:
+        client_host, *worker_hosts = hosts
+        scheduler = f"tcp://{client_host.address}:{SCHEDULER_PORT}"
+        client_host.popen(
+            [python, "-m", "dask", "scheduler", "--host", client_host.address, "--port", str(SCHEDULER_PORT)]
+            + ["--no-dashboard"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for host in worker_hosts:
+            host.popen(
+                [python, "-m", "dask", "worker", scheduler, "--nthreads", "1", "--no-dashboard"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        command = [python, ROOT / "cli.py", "fit", *job_args(client_host)]
+        command += ["--dask.address", scheduler, "--dask.n_workers", "2", "--dask.timeout_s", "60"]
+        client = client_host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        (output,) = finished([client])
+        assert client.returncode == 0, output
+        assert losses(client_host.workdir / "logs") == one_host_losses
+        for host in worker_hosts:
+            assert not (host.workdir / "logs").exists()  # results come back to the client's host only
+
+
+# cookiecutter: end
