@@ -14,8 +14,11 @@ from jsonargparse import ArgumentParser
 
 from errors import UserInputError, one_line
 from resume.preemption import Preempted
-from sweeps.options import SweepOptions
+from sweeps import options as sweep_options
 
+# The sweep section's options (those of the parts the project has).
+SweepOptions = sweep_options.SweepOptions  # cookiecutter: only with not dask
+SweepOptions = sweep_options.SweepOnDaskOptions  # cookiecutter: only with dask
 OWN_FLAGS = ("-h", "--help")
 PRINT_CONFIG = "--print_config"
 EPILOG = (

@@ -1,8 +1,9 @@
 """The pruning channel between a trial's rank 0 and the driver: a folder of small files in the trial's directory.
 
 At every validation rank 0 appends `{"step", "value"}` to `reports.jsonl` and waits for the driver's
-`decision-<step>` file; the decision is broadcast so that every rank stops at the same step. Files work for local
-trials and trials on an embedded Dask cluster, with any Optuna storage, and outlive a driver that is restarted.
+`decision-<step>` file; the decision is broadcast so that every rank stops at the same step. Files work for trials
+on the driver's machine (also on an embedded cluster of the launcher) with any Optuna storage, and outlive a driver
+that is restarted.
 """
 
 import json

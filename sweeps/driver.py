@@ -154,8 +154,10 @@ class Driver:
         arguments += ["--trainer.logger.init_args.save_dir", str(self.sweep_dir)]
         arguments += ["--trainer.logger.init_args.name", run.directory.name, "--ckpt_path", "last"]
         arguments += ["--trainer.callbacks+", json.dumps(reporter)]
-        if self.options.ranks_per_trial is not None:
-            arguments += ["--dask.n_workers", str(self.options.ranks_per_trial)]
+        # cookiecutter: only with dask
+        if getattr(self.options, "ranks_per_trial", None) is not None:
+            arguments += ["--dask.n_workers", str(self.options.ranks_per_trial)]  # an embedded cluster per trial
+        # cookiecutter: end
         return arguments
 
     def _poll(self, run: RunningTrial) -> None:

@@ -43,7 +43,7 @@ def run_sweep(options: SweepOptions, training_arguments: list[str]) -> None:
 
 def check_options(options: SweepOptions) -> None:
     for name in ("trials", "parallel", "ranks_per_trial"):
-        value = getattr(options, name)
+        value = getattr(options, name, None)
         if value is not None and value < 1:
             raise UserInputError(f"--sweep.{name} must be at least 1, got {value}")
     if options.max_restarts < 0:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 EXAMPLES = ("cnn", "lstm", "mlp")
-OPTIONAL_PARTS = ("dask", "wandb", "kubernetes")
+OPTIONAL_PARTS = ("dask", "wandb", "kubernetes", "sweep")
 CHOICES = (*EXAMPLES, *OPTIONAL_PARTS)
 
 # Files and folders that exist only when their condition holds.
@@ -92,6 +92,9 @@ PATHS = {
         "tests/test_cluster_jobs.py",
         "tests/schemas",
     ],
+    "sweep": ["sweep.py", "sweeps", "docs/sweeps.md"],
+    "sweep and lstm": ["configs/sweeps/lstm.yaml", "tests/test_sweep.py", "tests/helpers/trial_values.py"],
+    "sweep and mlp": ["configs/sweeps/mlp.yaml"],
     "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
 }
 
