@@ -92,7 +92,11 @@ class DriverSide:
         self._offset += len(complete)
         return [(int(line["step"]), float(line["value"])) for line in map(json.loads, complete.splitlines())]
 
-    def decide(self, step: int, prune: bool) -> None:
+    def decide(self, step: int, prune: bool) -> bool:
+        """Write the decision for `step` unless one was written before (a resumed trial validating that step again);
+        returns the decision that stands."""
         path = self.channel / f"decision-{step}"
-        if not path.exists():
-            write_atomically(path, (PRUNE if prune else CONTINUE).encode())
+        if path.exists():
+            return path.read_text().strip() == PRUNE
+        write_atomically(path, (PRUNE if prune else CONTINUE).encode())
+        return prune

@@ -22,7 +22,8 @@ from sweeps.options import SweepOptions
 from sweeps.space import as_overrides
 
 POLL_S = 0.1
-RESTARTABLE = {128 + signal.SIGTERM, 128 + signal.SIGABRT}  # stopped with a checkpoint, or lost a process
+# Stopped with a checkpoint, lost another process of the trial, or killed: a restart resumes from the checkpoint.
+RESTARTABLE = {128 + signal.SIGTERM, 128 + signal.SIGABRT, 128 + signal.SIGKILL}
 STATE = optuna.trial.TrialState
 
 
@@ -162,9 +163,13 @@ class Driver:
 
     def _poll(self, run: RunningTrial) -> None:
         self._read_reports(run)
+        if self.stopping:
+            trials.stop(run.process)  # also a trial started while the stop signal arrived
         exit_code = run.process.poll()
         if exit_code is None:
             return
+        if exit_code < 0:  # killed by a signal before it could handle one: report it as a shell does
+            exit_code = 128 - exit_code
         self._read_reports(run)
         self.running.remove(run)
         number = run.trial.number
@@ -193,8 +198,7 @@ class Driver:
                 run.reported.add(step)
                 prune = run.trial.should_prune()
             run.last_value = value
-            run.pruned = run.pruned or prune
-            run.channel.decide(step, prune)
+            run.pruned = run.channel.decide(step, prune) or run.pruned
 
     def _fail(self, run: RunningTrial, cause: str) -> None:
         run.trial.set_user_attr("fail_reason", cause)

@@ -46,7 +46,10 @@ def _stop_with_driver() -> None:
 def stop(process: subprocess.Popen) -> None:
     """Ask a trial to checkpoint and stop (exit 143)."""
     if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:  # exited since
+            pass
 
 
 def wait_for_earlier_process(directory: Path) -> None:
