@@ -18,8 +18,6 @@ class DaskOptions:
         restart: Restart the cluster's workers before the run, which clears their memory.
         timeout_s: Seconds that the rendezvous and every collective may wait for the other ranks
             before the run fails instead of hanging.
-        resume: Continue the experiment's newest checkpoint when no --ckpt_path is given, as a restarted
-            job should (--ckpt_path last); false starts a new run.
         max_restarts: How often a failed run starts all ranks again from the last checkpoint: a dead worker, a
             timed-out collective, any error but bad input. Default 3 on an existing cluster, where losing a
             machine is routine, and 1 on an embedded one, where a rank dies mostly of a bug or of memory that
@@ -28,15 +26,14 @@ class DaskOptions:
             than ranks remain (each rank keeps its batch size and the learning rate, so the global batch
             shrinks). By default a restart needs as many workers as the run started with.
         checkpoint_dir: A directory that every worker and this client can read (a shared or network filesystem):
-            the checkpoints are written there, and restarted ranks read them from there, instead of rank 0
-            sending each one to this client.
+            the checkpoints are written there, in the run's own folder (`<experiment>/<run>/checkpoints`), and
+            restarted or resumed ranks read them from there, instead of rank 0 sending each one to this client.
     """
 
     n_workers: int | None = None
     address: str | None = None
     restart: bool = False
     timeout_s: float = 600.0
-    resume: bool = True
     max_restarts: int | None = None
     min_workers: int | None = None
     checkpoint_dir: str | None = None

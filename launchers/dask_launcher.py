@@ -108,9 +108,14 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
     strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"), options.timeout_s)
     check_one_device_per_rank(resolved["trainer"])
     checkpoint = read_local_checkpoint(resolved.get("ckpt_path"))
-    shared_dir = Path(options.checkpoint_dir) if options.checkpoint_dir is not None else None
-    if shared_dir is not None and resolved.get("ckpt_path") is None and options.resume:
-        checkpoint, _ = newest_checkpoint(shared_dir)
+    # The run's checkpoints in the shared directory, in the run's own folder: another run never overwrites them.
+    shared_dir = (
+        Path(options.checkpoint_dir) / run_folder(resolved) / "checkpoints"
+        if options.checkpoint_dir is not None
+        else None
+    )
+    if shared_dir is not None and resolved.get("ckpt_path") is not None:
+        checkpoint = resolved["ckpt_path"]  # resolved in the shared directory, which the ranks read themselves
 
     with ExitStack() as stack:
         client, embedded = stack.enter_context(connected_client(options))
@@ -130,7 +135,8 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
                 results = run_attempt(job, subcommand, resolved, strategy, client, workers, checkpoint, receiver)
             except RankFailure as failure:
                 last = restart == max_restarts or failure.user_error is not None
-                report = failure.report(death_reasons, tracebacks=last)  # before cancelling changes what it reads
+                # Read before cancelling changes what it reads; a user error needs its one line, no traceback.
+                report = failure.report(death_reasons, tracebacks=last and failure.user_error is None)
                 stop_ranks(client, failure.futures, workers, cluster_closes=embedded and last)
                 if failure.user_error is not None:  # bad input fails the same way every time
                     raise failure.user_error from None
@@ -145,8 +151,8 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
             log.info(f"dask: rank 0's results are in {destination}")
             if any(result["preempted"] for result in results):
                 log.info(
-                    f"dask: stopped with a checkpoint in {destination / 'checkpoints'}; "
-                    "the same command continues the run"
+                    f"dask: stopped with a checkpoint in {shared_dir or destination / 'checkpoints'}; "
+                    "the same command with --ckpt_path last continues the run"
                 )
                 raise Preempted
             return
@@ -514,6 +520,23 @@ def client_output_root(resolved: dict) -> Path:
     return Path(trainer.get("default_root_dir") or ".")
 
 
+def run_folder(resolved: dict) -> Path:
+    """The run's folder relative to the logger's save_dir (`<experiment>/<run>`), once its version is pinned."""
+    loggers = [logger for logger in as_list(resolved["trainer"].get("logger")) if isinstance(logger, dict)]
+    if not loggers:
+        return Path()
+    logger = loggers[0]
+    argument_name, environment_variable, run_argument = RUN_FOLDERS.get(
+        logger["class_path"].rsplit(".", 1)[-1], ("name", None, "version")
+    )
+    init_args = logger.get("init_args") or {}
+    fallback = os.environ.get(environment_variable, "lightning_logs") if environment_variable else "lightning_logs"
+    run = init_args.get(run_argument)
+    return Path(init_args.get(argument_name) or fallback) / (
+        f"version_{run}" if run_argument == "version" else str(run)
+    )
+
+
 def pin_run_version(resolved: dict, output_root: Path) -> None:
     """Fix the run's version directory before the ranks start, so checkpoints they send land in the right place and
     every restart of the job continues the same run."""
@@ -562,7 +585,10 @@ class CheckpointReceiver:
                 finally:
                     item.release()
             path = self.output_root / sent.path
-            if path.suffix == ".ckpt":
+            if sent.removed:
+                path.unlink(missing_ok=True)
+                self.checkpoints = [kept for kept in self.checkpoints if kept != path]
+            elif path.suffix == ".ckpt":
                 store_checkpoint(path, sent.data)
                 self.checkpoints.append(path)
                 if sent.stored_event is not None:
@@ -602,20 +628,21 @@ def store_checkpoint(path: Path, data: bytes) -> None:
 def write_run_dir(
     result: dict, output_root: Path, config_yaml: str, metrics_bases: dict[Path, str | None] | None = None
 ) -> Path:
-    """Write rank 0's run directory under `output_root`; a resumed run's metrics.csv continues the one there.
+    """Write what rank 0 wrote under `output_root`; a resumed run's metrics.csv continues the one there.
 
     `metrics_bases`: the metrics files' text before this attempt, where the attempt already sent rows.
     """
     destination = output_root / result["run_dir"]
     for relative_path, data in result["files"].items():
-        path = destination / relative_path
+        path = output_root / relative_path
+        in_run = path.relative_to(destination).as_posix() if path.is_relative_to(destination) else None
         path.parent.mkdir(parents=True, exist_ok=True)
-        if relative_path == METRICS_FILE:
+        if in_run == METRICS_FILE:
             base = (metrics_bases or {}).get(path, path.read_text() if path.is_file() else None)
             write_atomically(path, combined_metrics(base, data).encode())
         elif path.suffix == ".ckpt":
             continue  # received while training, in the order they were written
-        elif not SAVED_CONFIG.fullmatch(relative_path):
+        elif in_run is None or not SAVED_CONFIG.fullmatch(in_run):
             path.write_bytes(data)
     # The config that reproduces this run is the client's, with its dask section, not the one each rank ran.
     if (name := config_file_to_write(destination, config_yaml, CONFIG_FILE)) is not None:

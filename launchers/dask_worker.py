@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment
 from lightning.pytorch import Callback, LightningModule, Trainer
+from typing_extensions import override
 
 from resume.atomic_io import AtomicCheckpointIO
 from resume.preemption import Preempted, install_stop_handlers, request_stop, restore_handlers
@@ -146,6 +147,7 @@ class SentFile:
     path: str
     data: bytes
     stored_event: str | None = None  # the Dask event the client sets once the file is on its disk
+    removed: bool = False  # the rank deleted the file (a best checkpoint superseded by a better one)
 
 
 class CheckpointsToClient(AtomicCheckpointIO):
@@ -182,12 +184,19 @@ class CheckpointsToClient(AtomicCheckpointIO):
                 f"the client did not store {relative} within {STORED_TIMEOUT_S} s; training goes on", stacklevel=2
             )
 
+    @override
+    def remove_checkpoint(self, path) -> None:
+        """The client's copy goes too, in order with the saves: its run directory keeps what this rank keeps."""
+        super().remove_checkpoint(path)
+        relative = Path(path).resolve().relative_to(Path(self.output_root).resolve()).as_posix()
+        send_small_file(self.queue, relative, b"", removed=True)
 
-def send_small_file(queue: str, relative_path: str, data: bytes) -> None:
+
+def send_small_file(queue: str, relative_path: str, data: bytes, removed: bool = False) -> None:
     """Through the scheduler itself, where it outlives this worker (a metrics file, kilobytes)."""
     from distributed import Queue, get_client
 
-    Queue(queue, client=get_client()).put(SentFile(relative_path, data))
+    Queue(queue, client=get_client()).put(SentFile(relative_path, data, removed=removed))
 
 
 def job_reference(job: Callable) -> str:
@@ -341,10 +350,13 @@ def load_data_in_process(config: dict) -> None:
 
 
 def collect_run_dir(output_root: Path) -> dict:
-    """The run directory (where LightningCLI saved config.yaml) with every file in it, as bytes."""
+    """Every file the run wrote, as bytes by its path under the output root (a W&B logger's own files sit beside
+    the run's folder), and the run's folder: where LightningCLI saved config.yaml."""
     saved_configs = sorted(output_root.rglob("config.yaml"))
     run_dir = saved_configs[0].parent if saved_configs else output_root
     files = {
-        path.relative_to(run_dir).as_posix(): path.read_bytes() for path in sorted(run_dir.rglob("*")) if path.is_file()
+        path.relative_to(output_root).as_posix(): path.read_bytes()
+        for path in sorted(output_root.rglob("*"))
+        if path.is_file()
     }
     return {"run_dir": run_dir.relative_to(output_root).as_posix(), "files": files}

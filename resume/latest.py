@@ -111,20 +111,25 @@ def _checkpoint_dirpath(trainer_config) -> str | None:
     return None
 
 
-def find_resume_point(trainer_config) -> ResumePoint | None:
-    """The newest usable checkpoint of the experiment the trainer config writes to, or None if it has none yet."""
+def find_resume_point(trainer_config, checkpoint_root: str | None = None) -> ResumePoint | None:
+    """The newest usable checkpoint of the experiment the trainer config writes to, or None if it has none yet.
+
+    `checkpoint_root`: a folder holding the runs' checkpoints in the same `<experiment>/<run>/checkpoints` layout
+    (a launcher's shared checkpoint directory), while logs stay in the logger's folders.
+    """
     if dirpath := _checkpoint_dirpath(trainer_config):
         return _in_directory(Path(dirpath), run_dir=None)
     logger = _first_logger(trainer_config)
     if not logger:
         return _in_directory(Path(trainer_config.get("default_root_dir") or ".") / "checkpoints", run_dir=None)
-    init_args = logger.init_args
-    experiment = Path(init_args.get("save_dir") or ".") / _experiment_name(logger)
-    runs = [path for path in experiment.iterdir() if path.is_dir()] if experiment.is_dir() else []
+    name = _experiment_name(logger)
+    experiment = Path(logger.init_args.get("save_dir") or ".") / name
+    checkpoints = Path(checkpoint_root) / name if checkpoint_root is not None else experiment
+    runs = [path for path in checkpoints.iterdir() if path.is_dir()] if checkpoints.is_dir() else []
     # The run whose newest checkpoint is newest; damaged files fall back within that run, then to older runs.
     runs.sort(key=_newest_checkpoint_time, reverse=True)
-    for run_dir in runs:
-        point = _in_directory(run_dir / "checkpoints", run_dir=run_dir)
+    for run in runs:
+        point = _in_directory(run / "checkpoints", run_dir=experiment / run.name)
         if point is not None:
             return point
     return None
@@ -177,11 +182,11 @@ def _in_directory(directory: Path, run_dir: Path | None) -> ResumePoint | None:
     return ResumePoint(path, run_dir, progress["global_step"], progress["batches_that_stepped"] + 1)
 
 
-def resolve_last(config) -> None:
+def resolve_last(config, checkpoint_root: str | None = None) -> None:
     """Replace `ckpt_path: last` in a parsed fit config by the checkpoint to resume and point the logger at its run."""
     if config.get("ckpt_path") != "last":
         return
-    point = find_resume_point(config.trainer)
+    point = find_resume_point(config.trainer, checkpoint_root)
     if point is None:
         say("no checkpoint of this experiment yet; starting fresh")
         config.ckpt_path = None

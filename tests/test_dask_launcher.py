@@ -192,6 +192,8 @@ def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_p
         ), output.err
         assert "rank 0 on worker" in caplog.text, "the launcher's log is captured"
         assert "restart" not in caplog.text + output.err, "bad input is never retried (3 restarts by default here)"
+        assert "Traceback" not in caplog.text + output.err, "bad input is one line, not a traceback per rank"
+        assert len([line for line in output.err.splitlines() if line.startswith("error:")]) == 1
 
         run_cli("fit", small_run_args("lstm.yaml", tmp_path / "ok", None, *address, "--dask.restart", "true"))
         assert len(cluster.scheduler_info["workers"]) == 2

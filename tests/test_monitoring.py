@@ -160,6 +160,18 @@ def test_wandb_offline_run_holds_the_reference_keys_and_the_resolved_config(
     # cookiecutter: end
 
 
+def test_each_wandb_run_keeps_its_config_in_its_own_folder(tmp_path, shapes_root, wandb_offline):
+    """Two fresh runs: each config.yaml beside that run's checkpoints, none loose in save_dir, none named a resume."""
+    for _ in range(2):
+        run_cli("fit", wandb_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root))
+        wandb_offline.finish()
+    configs = sorted(path.relative_to(tmp_path).parts for path in tmp_path.rglob("config*.yaml"))
+    assert len(configs) == 2 and {parts[-1] for parts in configs} == {"config.yaml"}, configs
+    for parts in configs:
+        assert parts[0] == "lightning-distributed-template", parts
+        assert (tmp_path.joinpath(*parts).parent / "checkpoints" / "last.ckpt").is_file(), parts
+
+
 def run_offline(args: list[str]) -> str:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(

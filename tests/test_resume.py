@@ -1,13 +1,16 @@
-"""A stopped run resumes with `--ckpt_path last` to the uninterrupted run's weights, bit for bit.
+"""A stopped run resumes with `--ckpt_path last` to the uninterrupted run's run directory: the same files, metrics
+rows, best checkpoint and tracker states, and weights bit for bit (tests/helpers/run_dirs.py).
 
 Real processes and real faults: SIGTERM to one rank, SIGINT to the launching process, SIGKILL to every process of
 the run (a lost node), SIGKILL in the middle of a checkpoint write, a truncated file. The staged MLP trains on 64
 generated images in batches of 8 with `deterministic: true`: 8 steps an epoch on one process (4 under 2-process
-DDP), 2 epochs, `last.ckpt` every 2 steps. Each fault hits a step drawn at random inside the second epoch (printed
-with every failure; set RESUME_TEST_SEED to repeat a draw).
+DDP), 2 epochs, `last.ckpt` every 2 steps, the best checkpoint by val/loss, a plateau scheduler that halves the
+learning rate after every epoch that does not improve it. Each fault hits a step drawn at random from the end of
+the first epoch (its last step, before validation) to the middle of the second (printed with every failure; set
+RESUME_TEST_SEED to repeat a draw). A stopped run and its resume are the same command, as a user reruns it: the
+fault is a callback that fires once (`once_marker`).
 """
 
-import csv
 import hashlib
 import os
 import random
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.run_dirs import RunDirectory, assert_same_run_directory
 from strategy_runs import run_processes
 
 from conftest import ROOT
@@ -41,10 +45,18 @@ trainer:
   enable_model_summary: false
   callbacks:
     - class_path: resume.checkpoint.ResumableCheckpoint
-      init_args: {{every_n_train_steps: 2}}
+      init_args: {{every_n_train_steps: 2, train_time_interval: null}}
+    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
+      init_args: {{monitor: val/loss, mode: min, save_top_k: 1, filename: "best-epoch{{epoch:02d}}-step{{step}}"}}
+    - class_path: lightning.pytorch.callbacks.LearningRateMonitor
+      init_args: {{logging_interval: step}}
+    - class_path: callbacks.confusion_matrix.ConfusionMatrix
 model:
   init_args:
     hidden_sizes: [32]
+    scheduler:
+      class_path: torch.optim.lr_scheduler.ReduceLROnPlateau
+      init_args: {{mode: min, factor: 0.5, patience: 0}}
 data:
   init_args:
     root: {shapes_root}
@@ -75,13 +87,14 @@ def mlp_args(settings: Path, log_dir: Path, strategy: str, *extra: str) -> list[
     ]
 
 
-def fault(step: int, signal_name: str, rank: int = 0, whole_group: bool = False) -> list[str]:
+def fault(step: int, signal_name: str, rank: int = 0, whole_group: bool = False, once: Path | None = None) -> list[str]:
     return [
         "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
         f"--trainer.callbacks.init_args.step={step}",
         f"--trainer.callbacks.init_args.signal_name={signal_name}",
         f"--trainer.callbacks.init_args.rank={rank}",
         f"--trainer.callbacks.init_args.whole_group={whole_group}",
+        *([f"--trainer.callbacks.init_args.once_marker={once}"] if once is not None else []),
     ]
 
 
@@ -108,17 +121,10 @@ def assert_bit_identical(
     assert not different, f"{context}: {different} differ"
 
 
-# Epoch means of training metrics (train/acc, train/epoch_loss) live in Lightning's and torchmetrics' in-memory
-# accumulators, which no checkpoint holds: for the interrupted epoch they cover the steps after the resume only.
-EPOCH_AGGREGATES = ("train/acc", "train/acc_top5", "train/epoch_loss")
-
-
-def metric_rows(log_dir: Path) -> list[dict[str, str]]:
-    (path,) = log_dir.rglob("metrics.csv")
-    with path.open() as handle:
-        return [
-            {key: value for key, value in row.items() if key not in EPOCH_AGGREGATES} for row in csv.DictReader(handle)
-        ]
+def assert_same_run(resumed: Path, uninterrupted: Path, context: str, extra_files: tuple[str, ...] = ()) -> None:
+    assert_same_run_directory(
+        RunDirectory.only_one_under(resumed), RunDirectory.only_one_under(uninterrupted), context, extra_files
+    )
 
 
 @pytest.fixture(scope="module")
@@ -135,28 +141,39 @@ def uninterrupted(tmp_path_factory, settings) -> dict[str, Path]:
 def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, strategy, stop):
     draw = random.Random(f"{SEED}-{strategy}-{stop}")
     steps = STEPS_PER_EPOCH[strategy]
-    step = draw.randint(steps + 1, 2 * steps - 1)  # inside the second epoch, never at its ends
+    step = draw.randint(steps, 2 * steps - 1)  # from the first epoch's last step to the second epoch's middle
     rank = draw.randrange(RANKS[strategy])
     context = f"{strategy}, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
+    command = mlp_args(
+        settings, tmp_path, strategy, *fault(step, stop, rank, whole_group=stop == "SIGKILL", once=tmp_path / "fired")
+    )
 
-    code, output = run(mlp_args(settings, tmp_path, strategy, *fault(step, stop, rank, whole_group=stop == "SIGKILL")))
+    code, output = run(command)
     if stop == "SIGTERM":
         assert code == 143, f"{context}\n{output[-3000:]}"
         assert f"preempted at step {step}" in output, context
     else:
         assert code == -9, f"{context}\n{output[-3000:]}"
 
-    output = run_ok(mlp_args(settings, tmp_path, strategy, "--ckpt_path", "last"))
-    # A kill loses the steps since the last checkpoint (every 2 steps; the one due at `step` comes after the kill).
+    output = run_ok([*command, "--ckpt_path", "last"])
+    # A kill loses the steps since the last checkpoint: every 2 steps and at epoch ends, which come after validation;
+    # the one due at `step` comes after the kill.
     expected_step = step if stop == "SIGTERM" else (step - 1) - (step - 1) % 2
     assert f"(step {expected_step})" in output, f"{context}\n{output[-3000:]}"
-    assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted[strategy]), context)
     assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], (
         "a resumed job keeps one run directory"
     )
-    assert metric_rows(tmp_path) == metric_rows(uninterrupted[strategy]), (
-        f"{context}: metrics.csv does not continue exactly"
-    )
+    assert_same_run(tmp_path, uninterrupted[strategy], context)
+
+
+def test_finished_run_extended_by_epochs_ends_as_the_longer_run(uninterrupted, settings, tmp_path):
+    """`--ckpt_path last --trainer.max_epochs 2` after a finished 1-epoch run: the 2-epoch run's directory, plus what
+    the finished run wrote at its end (its confusion matrix) and the config of the extending command."""
+    run_ok(mlp_args(settings, tmp_path, "single", "--trainer.max_epochs", "1"))
+    output = run_ok(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last"))
+    assert "(step 8)" in output, output[-3000:]
+    extra = ("config.resumed-1.yaml", "media/val_confusion_matrix/step000008.csv")
+    assert_same_run(tmp_path, uninterrupted["single"], "extended by an epoch", extra)
 
 
 # cookiecutter: only with dask
@@ -165,33 +182,32 @@ DASK = ["--dask.n_workers", "2"]
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT to the client"])
 def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
-    """A rank's worker process gets SIGTERM, or the client gets SIGINT; the same command then resumes.
+    """A rank's worker process gets SIGTERM, or the client gets SIGINT; the command with `--ckpt_path last` resumes.
 
     No filesystem is shared: rank 0 sends each checkpoint to the client as it is written.
     """
     draw = random.Random(f"{SEED}-dask-{stop}")
-    step, rank = draw.randint(5, 7), draw.randrange(2)
+    step, rank = draw.randint(4, 7), draw.randrange(2)
     context = f"dask, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
     signal_name, to_parent = ("SIGINT", True) if stop == "SIGINT to the client" else (stop, False)
-    code, output = run(
-        mlp_args(
-            settings,
-            tmp_path,
-            "single",
-            *DASK,
-            *fault(step, signal_name, rank),
-            f"--trainer.callbacks.init_args.to_parent={to_parent}",
-        )
+    command = mlp_args(
+        settings,
+        tmp_path,
+        "single",
+        *DASK,
+        *fault(step, signal_name, rank, once=tmp_path / "fired"),
+        f"--trainer.callbacks.init_args.to_parent={to_parent}",
     )
+    code, output = run(command)
     assert code == 143, f"{context}\n{output[-3000:]}"
-    assert "preempted at step" in output and "the same command continues the run" in output, context
+    assert "preempted at step" in output and "--ckpt_path last continues the run" in output, context
 
-    output = run_ok(mlp_args(settings, tmp_path, "single", *DASK))
+    output = run_ok([*command, "--ckpt_path", "last"])
     assert "resume: continuing from" in output, f"{context}\n{output[-3000:]}"
-    assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted["ddp"]), context)
     assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], (
         "a resumed job keeps one run directory"
     )
+    assert_same_run(tmp_path, uninterrupted["ddp"], context)
 
 
 @pytest.mark.parametrize("checkpoints", ["sent to the client", "in a shared directory"])
@@ -213,9 +229,8 @@ def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninter
     (story,) = [line for line in output.splitlines() if "restart 1 of" in line]
     assert f"rank {rank} (Dask worker" in story and "died: was killed by signal 9" in story, f"{context}\n{story}"
     assert story.endswith(f"restart 1 of 1, resuming at step {resumed_at}"), f"{context}\n{story}"
-    assert_bit_identical(final_weights(tmp_path), final_weights(uninterrupted["ddp"]), context)
     assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "one job, one run directory"
-    assert metric_rows(tmp_path) == metric_rows(uninterrupted["ddp"]), f"{context}: metrics.csv does not continue"
+    assert_same_run(tmp_path, uninterrupted["ddp"], context)
 
 
 def test_dask_restarts_exhausted_end_the_job_with_the_last_cause(settings, tmp_path):

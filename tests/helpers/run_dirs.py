@@ -51,7 +51,9 @@ class RunDirectory:
     def callback_states(self, checkpoint: dict) -> dict:
         """Callback states with absolute paths replaced by paths relative to this run directory."""
         return {
-            key: {name: self._relative(value) for name, value in state.items() if name not in PROCESS_LOCAL_CALLBACK_STATE}
+            key: {
+                name: self._relative(value) for name, value in state.items() if name not in PROCESS_LOCAL_CALLBACK_STATE
+            }
             for key, state in checkpoint.get("callbacks", {}).items()
         }
 
@@ -89,8 +91,12 @@ def assert_same_run_directory(
     mine, theirs = resumed.checkpoint(), uninterrupted.checkpoint()
     for key in ("epoch", "global_step"):
         assert mine[key] == theirs[key], f"{prefix}{key} {mine[key]} != {theirs[key]}"
-    different = [name for name in theirs["state_dict"] if not torch.equal(mine["state_dict"][name], theirs["state_dict"][name])]
-    assert mine["state_dict"].keys() == theirs["state_dict"].keys() and not different, f"{prefix}weights differ: {different}"
+    different = [
+        name for name in theirs["state_dict"] if not torch.equal(mine["state_dict"][name], theirs["state_dict"][name])
+    ]
+    assert mine["state_dict"].keys() == theirs["state_dict"].keys() and not different, (
+        f"{prefix}weights differ: {different}"
+    )
     assert _plain(mine["optimizer_states"]) == _plain(theirs["optimizer_states"]), f"{prefix}optimizer states differ"
     assert _plain(mine["lr_schedulers"]) == _plain(theirs["lr_schedulers"]), f"{prefix}scheduler states differ"
     assert mine["loops"] == theirs["loops"] or _plain(mine["loops"]) == _plain(theirs["loops"]), f"{prefix}loops differ"
@@ -116,4 +122,8 @@ def _plain(value):
 
 
 def _difference(mine: dict, theirs: dict) -> dict:
-    return {key: (mine.get(key), theirs.get(key)) for key in sorted(mine.keys() | theirs.keys()) if mine.get(key) != theirs.get(key)}
+    return {
+        key: (mine.get(key), theirs.get(key))
+        for key in sorted(mine.keys() | theirs.keys())
+        if mine.get(key) != theirs.get(key)
+    }
