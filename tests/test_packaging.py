@@ -11,7 +11,13 @@ from pathlib import Path
 from tests.helpers.installed import ROOT, installed_python
 
 # Folders of modules that only development and the template use; everything else is imported at run time.
-DEVELOPMENT_ONLY = {"tests", "benchmarks", "scripts", "templating", "hooks"}
+DEVELOPMENT_ONLY = {
+    "tests",
+    "benchmarks",
+    "scripts",
+    "hooks",
+    "templating",  # cookiecutter: only with template
+}
 IMPORT_TIMEOUT_S = 180
 
 
