@@ -8,6 +8,7 @@ lost process, or a trial the previous driver left running) continue from its las
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ class RunningTrial:
     directory: Path
     channel: DriverSide
     port: int
-    process: object = None
+    process: subprocess.Popen | None = None
     reported: set = field(default_factory=set)
     last_value: float | None = None
     pruned: bool = False
@@ -124,18 +125,18 @@ class Driver:
 
     def _new(self) -> RunningTrial:
         trial = self.study.ask(self.space)
-        return self._prepared(trial, reported={}, restarts=0)
+        return self._prepared(trial, reported={})
 
     def _adopt(self, frozen: optuna.trial.FrozenTrial) -> RunningTrial:
         """A trial the previous driver left running: its process is stopping or gone, its checkpoint is kept."""
         # Optuna has no public way from a FrozenTrial to the live Trial that report() and tell() take.
-        run = self._prepared(optuna.Trial(self.study, frozen._trial_id), frozen.intermediate_values, restarts=0)
+        run = self._prepared(optuna.Trial(self.study, frozen._trial_id), frozen.intermediate_values)
         say(f"trial {frozen.number} was interrupted; it continues from its last checkpoint")
         return run
 
-    def _prepared(self, trial: optuna.Trial, reported: dict, restarts: int) -> RunningTrial:
+    def _prepared(self, trial: optuna.Trial, reported: dict) -> RunningTrial:
         directory = self.sweep_dir / f"trial_{trial.number}"
-        run = RunningTrial(trial, directory, DriverSide(directory / "channel"), port=0, restarts=restarts)
+        run = RunningTrial(trial, directory, DriverSide(directory / "channel"), port=0)
         run.reported = set(reported)
         if reported:
             run.last_value = reported[max(reported)]

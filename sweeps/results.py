@@ -4,6 +4,7 @@ and Optuna's plots as PNG when matplotlib is installed."""
 import copy
 import csv
 import sys
+import warnings
 from pathlib import Path
 
 import optuna
@@ -80,7 +81,9 @@ def write_plots(study: optuna.Study, sweep_dir: Path) -> list[Path]:
     for name, plot in (("history", plots.plot_optimization_history), ("importances", plots.plot_param_importances)):
         path = sweep_dir / f"{name}.png"
         try:
-            plot(study).figure.savefig(path, bbox_inches="tight")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                plot(study).figure.savefig(path, bbox_inches="tight")
         except (ValueError, RuntimeError) as error:  # e.g. importances need two completed trials
             print(f"sweep: no {name} plot: {error}", file=sys.stderr)
             continue

@@ -151,3 +151,32 @@ def test_every_rank_of_a_ddp_trial_gets_the_driver_values_and_a_pruned_trial_sto
     assert ranks[0]["lr"] == pytest.approx(trial.params[LR], rel=1e-12)
     assert ranks[0]["hidden_size"] == trial.params[HIDDEN]
     assert ranks[0]["global_step"] == 4, "pruned at the first validation, not at the end of the 20 steps"
+
+
+# cookiecutter: only with dask
+
+
+@pytest.mark.slow
+def test_concurrent_trials_each_run_on_their_own_embedded_dask_cluster(tmp_path):
+    space = {LR: {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}
+    settings = dict(trials=2, parallel=2, pruner="none", ranks_per_trial=2)
+    result = run(
+        sweep_command(
+            tmp_path,
+            *("--trainer.limit_train_batches", "6", "--trainer.val_check_interval", "3"),
+            *("--sweep", sweep_file(tmp_path / "space.json", space, **settings)),
+        )
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [trial.state.name for trial in study(tmp_path).trials] == ["COMPLETE", "COMPLETE"]
+    workers = []
+    for number in (0, 1):
+        log = (tmp_path / "sweep_lstm" / f"trial_{number}" / "trial.log").read_text()
+        assert "dask: starting a LocalCluster with 2 worker processes" in log
+        workers += re.findall(r"dask: rank \d on worker (\S+)", log)
+        reports = (tmp_path / "sweep_lstm" / f"trial_{number}" / "channel" / "reports.jsonl").read_text()
+        assert [json.loads(line)["step"] for line in reports.splitlines()] == [3, 6], "rank 0 reported each validation"
+    assert len(set(workers)) == 4, "the concurrent trials ran on disjoint workers"
+
+
+# cookiecutter: end
