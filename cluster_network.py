@@ -34,7 +34,7 @@ def chosen_interface(environ: Mapping[str, str]) -> str | None:
     """The interface that reaches MASTER_ADDR from this machine, or None where the default choice is right.
 
     None for a job on one machine (the master at a loopback address, or every rank on this machine) and for a
-    master whose name resolves to loopback on a machine with no single outward interface.
+    master whose name resolves to loopback on a machine with no default route and several interfaces.
     """
     master = environ.get("MASTER_ADDR")
     if not master:
@@ -45,10 +45,10 @@ def chosen_interface(environ: Mapping[str, str]) -> str | None:
         return None  # the rendezvous itself reports an unknown or unreachable master
     if not ipaddress.ip_address(source).is_loopback:
         return _interface_holding(source)
-    if master == "localhost" or _is_address(master) or not _spans_machines(environ):
+    if _is_address(master) or not _spans_machines(environ):
         return None
-    # This machine is the master, known by a name that resolves to loopback: the other machines reach it through
-    # its outward interface.
+    # This machine is the master, known by a name that resolves to loopback (its host name, or "localhost" as the
+    # Kubeflow operator sets in the master pod): the other machines reach it through its outward interface.
     return _outward_interface()
 
 

@@ -21,7 +21,7 @@ def an_outward_address() -> tuple[str, str]:
 def test_a_job_on_one_machine_keeps_the_default():
     assert chosen_interface({}) is None
     assert chosen_interface({"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "4"}) is None
-    assert chosen_interface({"MASTER_ADDR": "localhost", "WORLD_SIZE": "4"}) is None
+    assert chosen_interface({"MASTER_ADDR": "localhost", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}) is None
 
 
 def test_the_interface_holding_the_rendezvous_address_is_chosen():

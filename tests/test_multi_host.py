@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT, read_metrics, small_run_args
 from tests.helpers.hosts import EmulatedHosts, Host, requires_hosts
-from tests.helpers.installed import installed_python
+from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
 
 RUN_TIMEOUT_S = 240
 RENDEZVOUS_PORT = 29400
@@ -73,7 +73,8 @@ def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
         "this host by its name, which resolves to loopback": {"MASTER_ADDR": "h2", "WORLD_SIZE": "2"},
         "this host by name, every rank on it": {"MASTER_ADDR": "h2", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
         "loopback": {"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2"},
-        "localhost": {"MASTER_ADDR": "localhost", "WORLD_SIZE": "2"},
+        "localhost, as the Kubeflow operator sets on the master": {"MASTER_ADDR": "localhost", "WORLD_SIZE": "2"},
+        "localhost, every rank here": {"MASTER_ADDR": "localhost", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
         "an unknown host": {"MASTER_ADDR": "no-such-host.invalid", "WORLD_SIZE": "2"},
     }
     script = (
@@ -90,7 +91,8 @@ def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
         "this host by its name, which resolves to loopback": "eth0",
         "this host by name, every rank on it": None,
         "loopback": None,
-        "localhost": None,
+        "localhost, as the Kubeflow operator sets on the master": "eth0",
+        "localhost, every rank here": None,
         "an unknown host": None,
     }
 
@@ -148,6 +150,37 @@ def test_ranks_that_cannot_connect_say_where_they_listened_within_the_timeout():
     assert elapsed < 60, f"{elapsed:.0f} s"
 
 
+# cookiecutter: only with kubernetes
+
+
+@requires_hosts
+def test_pytorchjob_master_and_worker_pods_on_separate_hosts(one_host_losses, tmp_path):
+    """The generated manifest's pods, each on its own host, with the variables the training operator sets there: the
+    master pod gets MASTER_ADDR=localhost, a worker the master's service name."""
+    from test_cluster_jobs import generated_manifest, operator_env, pod_command
+
+    shrink = small_run_args("mlp.yaml", Path("logs"), Path("shapes"))[2:]  # the generator adds --config
+    job = ["--name", "mlp", "--image", "template:0.1", "--workers", "1", "--config", "configs/mlp.yaml"]
+    manifest, _ = generated_manifest(tmp_path, *job, "--", *shrink)
+    python = installed_python()
+    with EmulatedHosts(2) as hosts:
+        master, worker = hosts
+        processes = []
+        for host, kind, master_address in ((master, "Master", "localhost"), (worker, "Worker", master.name)):
+            shutil.copytree(ROOT, host.workdir, ignore=NOT_BUILD_INPUTS, dirs_exist_ok=True)  # the image's /workspace
+            operator = operator_env(manifest, kind, 0, RENDEZVOUS_PORT)
+            env = host.environment(**operator | {"MASTER_ADDR": master_address, "PET_MASTER_ADDR": master_address})
+            command = pod_command(manifest, kind)
+            assert command[:2] == ["python", "cli.py"]
+            output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            processes.append(host.popen([python, *command[1:]], env=env, **output))
+        outputs = finished(processes)
+        assert [process.returncode for process in processes] == [0, 0], outputs
+        assert losses(master.workdir / "logs") == one_host_losses
+        assert not (worker.workdir / "logs").exists()
+
+
+# cookiecutter: end
 # cookiecutter: only with dask
 
 

@@ -21,7 +21,7 @@ NOT_BUILD_INPUTS = shutil.ignore_patterns(
     ".*", "build", "dist", "*.egg-info", "__pycache__", "logs", "data", "wandb", "{{cookiecutter.project_slug}}*"
 )
 
-__all__ = ["ROOT", "build_wheel", "installed_python"]
+__all__ = ["NOT_BUILD_INPUTS", "ROOT", "build_wheel", "installed_python"]
 
 
 def build_wheel(destination: Path) -> Path:
