@@ -25,6 +25,7 @@ from launchers import DaskOptions, dask_requested  # cookiecutter: only with das
 from resume.atomic_io import AtomicCheckpointIO
 from resume.epoch_metrics import EpochMetrics
 from resume.latest import check_fits, resolve_last
+from resume.moved_checkpoints import MovedCheckpoints
 from resume.random_state import RandomState
 from resume.torchrun_restarts import separate_restart_attempts
 
@@ -53,8 +54,12 @@ class TemplateCLI(LightningCLI):
             save_config_callback=SaveConfigToLoggers,
             save_config_kwargs={"overwrite": False},
             # Whatever a run writes goes under logs/, also without a logger (fast_dev_run) or checkpoint directory.
-            # Every run carries what makes a resumed run continue bit for bit: random state and epoch aggregates.
-            trainer_defaults={"default_root_dir": "logs", "callbacks": [RandomState(), EpochMetrics()]},
+            # Every run carries what makes a resumed run continue bit for bit: random state, epoch aggregates, and
+            # checkpoint trackers that follow a run resumed in another folder.
+            trainer_defaults={
+                "default_root_dir": "logs",
+                "callbacks": [RandomState(), EpochMetrics(), MovedCheckpoints()],
+            },
         )
         super().__init__(**{**settings, **kwargs})
 

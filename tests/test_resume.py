@@ -4,8 +4,9 @@ rows, best checkpoint and tracker states, and weights bit for bit (tests/helpers
 Real processes and real faults: SIGTERM to one rank, SIGINT to the launching process, SIGKILL to every process of
 the run (a lost node), SIGKILL in the middle of a checkpoint write, a truncated file. The staged MLP trains on 64
 generated images in batches of 8 with `deterministic: true`: 8 steps an epoch on one process (4 under 2-process
-DDP), 2 epochs, `last.ckpt` every 2 steps, the best checkpoint by val/loss, a plateau scheduler that halves the
-learning rate after every epoch that does not improve it. Each fault hits a step drawn at random from the end of
+DDP), 2 epochs, `last.ckpt` every 2 steps, the best checkpoint by val/loss and one of the newest epoch (each epoch
+deletes the one before), a plateau scheduler that halves the learning rate after every epoch that does not
+improve it. Each fault hits a step drawn at random from the end of
 the first epoch (its last step, before validation) to the middle of the second (printed with every failure; set
 RESUME_TEST_SEED to repeat a draw). A stopped run and its resume are the same command, as a user reruns it: the
 fault is a callback that fires once (`once_marker`).
@@ -27,14 +28,20 @@ from strategy_runs import run_processes
 from conftest import ROOT
 
 SEED = int(os.environ.get("RESUME_TEST_SEED", random.randrange(1_000_000)))
-STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "ddp": 4}
+STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "pipeline_interleaved": 8, "ddp": 4}
 STRATEGY_ARGS = {
     "single": [],
     "layer_split": ["--config", str(ROOT / "configs/strategies/layer_split.yaml")],
     "ddp": ["--trainer.strategy", "ddp", "--trainer.devices", "2"],
     "pipeline": ["--config", str(ROOT / "configs/strategies/pipeline.yaml")],
+    # Two stages per process (0 and 2 on rank 0, 1 and 3 on rank 1), interleaved micro-batches.
+    "pipeline_interleaved": [
+        *("--config", str(ROOT / "configs/strategies/pipeline.yaml")),
+        *("--trainer.strategy.init_args.schedule", "Interleaved1F1B"),
+        *("--model.init_args.hidden_sizes", "[32, 32, 32]", "--model.init_args.num_stages", "4"),
+    ],
 }
-RANKS = {"single": 1, "layer_split": 1, "ddp": 2, "pipeline": 2}
+RANKS = {"single": 1, "layer_split": 1, "ddp": 2, "pipeline": 2, "pipeline_interleaved": 2}
 SETTINGS = """
 trainer:
   max_epochs: 2
@@ -48,6 +55,8 @@ trainer:
       init_args: {{every_n_train_steps: 2, train_time_interval: null}}
     - class_path: lightning.pytorch.callbacks.ModelCheckpoint
       init_args: {{monitor: val/loss, mode: min, save_top_k: 1, filename: "best-epoch{{epoch:02d}}-step{{step}}"}}
+    - class_path: lightning.pytorch.callbacks.ModelCheckpoint  # every epoch supersedes the file before it
+      init_args: {{monitor: epoch, mode: max, save_top_k: 1, filename: "newest-{{epoch}}"}}
     - class_path: lightning.pytorch.callbacks.LearningRateMonitor
       init_args: {{logging_interval: step}}
     - class_path: callbacks.confusion_matrix.ConfusionMatrix
@@ -231,6 +240,28 @@ def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninter
     assert story.endswith(f"restart 1 of 1, resuming at step {resumed_at}"), f"{context}\n{story}"
     assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "one job, one run directory"
     assert_same_run(tmp_path, uninterrupted["ddp"], context)
+
+
+def test_dask_command_run_again_starts_a_new_run_and_ckpt_path_last_continues_the_newest(
+    uninterrupted, settings, tmp_path
+):
+    """One meaning of a run on every launcher, also with --dask.checkpoint_dir: no run takes over another's
+    checkpoints, and `--ckpt_path last` finds the newest run's in the shared directory."""
+    shared = tmp_path / "shared"
+    command = mlp_args(settings, tmp_path, "single", *DASK, "--dask.checkpoint_dir", str(shared))
+    for _ in range(2):
+        output = run_ok([*command, "--trainer.max_epochs", "1"])
+        assert "resume:" not in output, output[-3000:]
+    assert sorted(path.name for path in (tmp_path / "mlp").iterdir()) == ["version_0", "version_1"]
+    for version in ("version_0", "version_1"):
+        last = torch.load(shared / "mlp" / version / "checkpoints" / "last.ckpt", weights_only=False)
+        assert last["global_step"] == 4, f"{version} trained its own epoch from the start"
+
+    output = run_ok([*command, "--ckpt_path", "last"])  # 2 epochs, as the uninterrupted run
+    assert f"continuing from {shared / 'mlp' / 'version_1' / 'checkpoints' / 'last.ckpt'} (step 4)" in output
+    resumed, reference = RunDirectory(tmp_path / "mlp" / "version_1"), RunDirectory.only_one_under(uninterrupted["ddp"])
+    assert resumed.metrics_rows() == reference.metrics_rows()
+    assert "config.resumed-1.yaml" in resumed.files(), "the extending command's config, beside the first"
 
 
 def test_dask_restarts_exhausted_end_the_job_with_the_last_cause(settings, tmp_path):

@@ -62,9 +62,9 @@ class RunDirectory:
             return {self._relative(key): self._relative(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
             return type(value)(self._relative(item) for item in value)
-        if isinstance(value, str) and value.startswith(str(self.path.parent)):
-            path = Path(value)
-            return path.relative_to(self.path).as_posix() if path.is_relative_to(self.path) else f"<outside>{value}"
+        if isinstance(value, str) and f"/{self.path.name}/" in value:
+            # Relative to the run folder, wherever the process that wrote it ran (a launcher's worker, say).
+            return value.split(f"/{self.path.name}/", 1)[1]
         if torch.is_tensor(value):
             return value.tolist()
         return value
