@@ -7,9 +7,11 @@ from callbacks.media import log_table
 
 
 class ConfusionMatrix(Callback):
+    def __init__(self) -> None:
+        self.latest = None
+
     def setup(self, trainer, pl_module, stage: str) -> None:
         self.matrix = MulticlassConfusionMatrix(pl_module.num_classes)
-        self.latest = None
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
         self.matrix = self.matrix.to(pl_module.device)
@@ -21,6 +23,13 @@ class ConfusionMatrix(Callback):
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
         if not trainer.sanity_checking:
             self.latest = self.matrix.compute().cpu()  # every rank: compute() sums the ranks' counts
+
+    def state_dict(self) -> dict:
+        """The latest matrix goes into checkpoints: a run resumed after its last validation still logs it."""
+        return {"latest": self.latest}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.latest = state_dict.get("latest")
 
     def on_fit_end(self, trainer, pl_module) -> None:
         if self.latest is None or not trainer.is_global_zero:

@@ -23,6 +23,13 @@ class PredictionTable(Callback):
         self.max_rows = max_rows
         self.rows: list[list] = []
 
+    def state_dict(self) -> dict:
+        """The epoch's rows so far go into checkpoints: a run resumed mid-epoch logs the table it would have."""
+        return {"rows": self.rows}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.rows = state_dict.get("rows", [])
+
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self.rows = []
 
