@@ -74,6 +74,7 @@ PATHS = {
         "tests/test_strategies.py",
         "tests/test_resume.py",
         "tests/test_multi_host.py",
+        "benchmarks/hosts.py",
     ],
     "cnn or lstm": ["tests/test_ddp_examples.py", "benchmarks", "docs/performance.md"],
     "dask": ["docs/dask.md", "launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],
