@@ -1,7 +1,7 @@
 """The repository as a cookiecutter: the template directory built at generation time, generated projects
 keeping only what was chosen, their docs rendering whole, and template updates.
 
-`.ci/run` also installs two generated variants in fresh environments and runs their own test suites.
+`.ci/run` also installs two generated variants in fresh environments and runs their smoke tests (`.ci/run --smoke`).
 """
 
 import json

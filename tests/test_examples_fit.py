@@ -23,6 +23,7 @@ EXPECTED_METRICS = {
 }
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
 def test_fit_writes_checkpoints_and_namespaced_metrics(config, tmp_path, shapes_root):
     run_cli("fit", small_run_args(config, tmp_path, shapes_root))
