@@ -10,9 +10,9 @@ from resume.run_directory import config_file_to_write, run_directory
 
 
 class SaveConfigToLoggers(SaveConfigCallback):
-    """A run's config goes into its own folder, for every logger (a W&B run's `trainer.log_dir` is the folder all
-    runs share). A run resumed with the command it started with writes nothing: its config is there already; a
-    resumed run with another command adds `config.resumed-K.yaml` and never replaces the first config."""
+    """A run's config goes into its own folder, for every logger (some loggers' `trainer.log_dir` is the folder all
+    their runs share). A run resumed with the command it started with writes nothing: its config is there already;
+    a resumed run with another command adds `config.resumed-K.yaml` and never replaces the first config."""
 
     @override
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -33,6 +33,7 @@ class SaveConfigToLoggers(SaveConfigCallback):
 
     @override
     def save_config(self, trainer, pl_module, stage: str) -> None:
+        """Loggers that keep a run config get the resolved one."""
         # cookiecutter: only with wandb
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
