@@ -7,6 +7,7 @@ import optuna
 
 from errors import UserInputError
 
+CHOICE_TYPES = (type(None), bool, int, float, str)  # what Optuna's storages keep
 DISTRIBUTION_KEYS = {
     "float": {"type", "low", "high", "log", "step"},
     "int": {"type", "low", "high", "log", "step"},
@@ -34,6 +35,10 @@ def _distribution(key: str, spec, config: dict) -> optuna.distributions.BaseDist
         raise UserInputError(f"search space key {key}: {kind} takes {sorted(DISTRIBUTION_KEYS[kind])}, not {unknown}")
     try:
         if kind == "categorical":
+            if any(not isinstance(choice, CHOICE_TYPES) for choice in spec["choices"]):
+                raise UserInputError(
+                    f"search space key {key}: categorical choices must be numbers, strings, booleans or null"
+                )
             return optuna.distributions.CategoricalDistribution(list(spec["choices"]))
         number = float if kind == "float" else int
         step = spec.get("step")
