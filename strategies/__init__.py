@@ -20,16 +20,20 @@ for _strategy, _description in (
 
 
 def with_class_paths(args: list[str]) -> list[str]:
-    """Command-line arguments with `--trainer.strategy pipeline` (or layer_split) given as the class path.
+    """Command-line arguments with `--trainer.strategy pipeline` (or layer_split) given as the class path
+    when `--trainer.strategy.init_args.*` options follow.
 
-    jsonargparse reads a bare name as a plain string, to which `--trainer.strategy.init_args.*`
-    cannot add options; a class path takes them, and without options it builds the same strategy.
+    jsonargparse reads a bare name as a plain string, to which options cannot be added; a class path
+    takes them. Without options the name stays (Lightning's registry resolves it; jsonargparse
+    would read a lone class path as a string too).
     """
     class_paths = {
         strategy.strategy_name: f"{strategy.__module__}.{strategy.__name__}"
         for strategy in (LayerSplitStrategy, PipelineStrategy)
     }
     rewritten = list(args)
+    if not any(arg.startswith(f"{STRATEGY_OPTION}.") for arg in args):
+        return rewritten
     for index, arg in enumerate(args):
         option, equals, value = arg.partition("=")
         if option != STRATEGY_OPTION:

@@ -12,6 +12,7 @@ from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 from lightning.pytorch.strategies import SingleDeviceStrategy
 from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
+from typing_extensions import override
 
 from errors import UserInputError
 from strategies.stages import model_stages, stages_set_aside
@@ -66,6 +67,7 @@ class LayerSplitStrategy(SingleDeviceStrategy):
         self._stages: list[nn.Module] = []
         self._hooks = []
 
+    @override
     def connect(self, model) -> None:
         """Check the devices here rather than in __init__, where the CLI would bury the message in a traceback."""
         stages = model_stages(model, self.strategy_name)
@@ -112,6 +114,7 @@ class LayerSplitStrategy(SingleDeviceStrategy):
             f"layer_split has no default placement for {type(self.accelerator).__name__}; list the strategy's devices"
         )
 
+    @override
     def model_to_device(self) -> None:
         module = self.lightning_module
         with stages_set_aside(module, self._stages):
@@ -123,11 +126,13 @@ class LayerSplitStrategy(SingleDeviceStrategy):
             "layer_split: " + ", ".join(f"stage {i} on {device}" for i, device in enumerate(self.stage_devices))
         )
 
+    @override
     def load_optimizer_state_dict(self, checkpoint) -> None:
         """torch puts each state tensor on its parameter's device; Lightning's default would pull all onto one."""
         for optimizer, state in zip(self.optimizers, checkpoint["optimizer_states"]):
             optimizer.load_state_dict(state)
 
+    @override
     def teardown(self) -> None:
         for hook in self._hooks:
             hook.remove()

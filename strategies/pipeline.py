@@ -1,13 +1,15 @@
-"""`--trainer.strategy pipeline`: one process per stage, micro-batches flowing through them (GPipe or 1F1B).
+"""`--trainer.strategy pipeline`: the model's stages spread over processes, micro-batches flowing through them.
 
 Built on torch.distributed.pipelining over the process group Lightning's DDP launch creates
-(gloo on CPU, nccl on GPU). While stage 2 works on micro-batch 1, stage 1 already works on
-micro-batch 2, so K stages are idle only a fraction (K-1)/(M+K-1) of the time for M micro-batches.
+(gloo on CPU, nccl on GPU), with any of its schedules by name. While stage 2 works on micro-batch 1,
+stage 1 already works on micro-batch 2, so K stages are idle only a fraction (K-1)/(M+K-1) of the
+time for M micro-batches (GPipe, 1F1B); interleaved and zero-bubble schedules run several stages
+per process ("virtual stages") and shrink that idle time further.
 
 How a step runs, on every process:
 1. the schedule runs forward and backward over the micro-batches; each process computes and
-   keeps gradients for its own stage only;
-2. the last stage sends the whole batch's outputs to every process;
+   keeps gradients for its own stages only;
+2. the process with the last stage sends the whole batch's outputs to every process;
 3. the LightningModule's own `training_step` (or validation/test/predict step) runs with
    `self(inputs)` answering those outputs, so it logs the same metrics as on one device.
 The gradients of step 1 are handed over in `backward`, after Lightning's `zero_grad`.
@@ -32,15 +34,86 @@ from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor, nn
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict, set_optimizer_state_dict
+from torch.distributed.pipelining import (
+    PipelineStage,
+    Schedule1F1B,
+    ScheduleGPipe,
+    ScheduleInterleaved1F1B,
+    ScheduleInterleavedZeroBubble,
+    ScheduleZBVZeroBubble,
+)
+from torch.distributed.pipelining.schedules import PipelineScheduleMulti, PipelineScheduleSingle, get_schedule_class
 from torch.nn import functional as F
+from typing_extensions import override
 
 from errors import UserInputError
 from strategies.stages import StageElsewhere, model_stages, replace_submodule
 
-SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+# torch.distributed.pipelining's schedules by the names get_schedule_class knows. GPipe and 1F1B run one stage
+# per process; the others run several ("virtual stages"), ZBVZeroBubble exactly two, placed as a V.
+SCHEDULE_NAMES = ("GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble")
+# Optimizer state keyed by parameter name, whole tensors: how torch's distributed state-dict helpers exchange it.
+BY_NAME = StateDictOptions(full_state_dict=True)
 # Relative difference above which loss_fn and training_step disagree for real, not by float rounding.
 LOSS_FN_TOLERANCE = 1e-3
+
+
+def schedule_class(name: str) -> type[PipelineScheduleSingle | PipelineScheduleMulti]:
+    if name.lower() not in {known.lower() for known in SCHEDULE_NAMES}:
+        raise UserInputError(f"pipeline schedule {name!r} is unknown; choose one of {', '.join(SCHEDULE_NAMES)}")
+    return get_schedule_class(name)
+
+
+def stages_of_process(schedule: type, rank: int, processes: int, num_stages: int) -> list[int]:
+    """The stages process `rank` runs: stage i on process i mod P, or the V of ZBVZeroBubble (r and 2P-1-r)."""
+    if schedule is ScheduleZBVZeroBubble:
+        return [rank, 2 * processes - 1 - rank]
+    return list(range(rank, num_stages, processes))
+
+
+def stage_count_problem(schedule: type, num_stages: int, processes: int) -> str | None:
+    """Why `schedule` cannot run `num_stages` stages on `processes` processes (None when it can)."""
+    if issubclass(schedule, PipelineScheduleSingle):
+        rule, per_process = "one stage per process", 1
+    elif schedule is ScheduleZBVZeroBubble:
+        rule, per_process = "exactly two stages per process", 2
+    else:
+        rule, per_process = "the same number of stages on every process", None
+    if (num_stages == per_process * processes) if per_process else (num_stages % processes == 0):
+        return None
+    if num_stages % (per_process or 1):
+        fix = f"give the model {per_process * processes} stages"
+    else:
+        devices = num_stages // (per_process or 1)
+        fix = f"set --trainer.devices {devices}"
+        fix += f" (under the Dask launcher --dask.n_workers {devices})"  # cookiecutter: only with dask
+        fix += " or change the model's number of stages"
+    name = schedule.__name__.removeprefix("Schedule")
+    return (
+        f"pipeline schedule {name} runs {rule}, but the model has {num_stages} stages and the trainer starts "
+        f"{processes} process(es); {fix}"
+    )
+
+
+def process_of_stage(schedule: type, stage: int, processes: int, num_stages: int) -> int:
+    return next(rank for rank in range(processes) if stage in stages_of_process(schedule, rank, processes, num_stages))
+
+
+# torch's conditions on the number of micro-batches, where it has any.
+MICROBATCH_RULES = {
+    Schedule1F1B: "it needs at least one micro-batch per process",
+    ScheduleInterleaved1F1B: "it needs whole rounds: a multiple of microbatches // processes",
+    ScheduleInterleavedZeroBubble: "it needs whole rounds: a multiple of microbatches // processes",
+}
+
+
+def accepts_microbatches(schedule: type, count: int, processes: int) -> bool:
+    if schedule is Schedule1F1B:
+        return count >= processes
+    if schedule in (ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble):
+        return count % max(1, count // processes) == 0
+    return True
 
 
 def inputs_and_targets(batch) -> tuple[Tensor, Tensor | None]:
@@ -69,7 +142,7 @@ def forward_returning(module: nn.Module, inputs: Tensor, outputs: Tensor) -> Ite
 
 
 class PipelineStrategy(DDPStrategy):
-    """Stage i of the model trains in process i; a micro-batch schedule keeps the stages busy together."""
+    """Each process trains its own stages of the model; a micro-batch schedule keeps them busy together."""
 
     strategy_name = "pipeline"
 
@@ -83,10 +156,13 @@ class PipelineStrategy(DDPStrategy):
     ):
         """
         Args:
-            schedule: GPipe (all forwards, then all backwards) or 1F1B (alternates once the pipe is
-                full, so fewer micro-batches' activations are alive at a time). Same result.
+            schedule: a torch.distributed.pipelining schedule, all with the same result: GPipe (all
+                forwards, then all backwards), 1F1B (alternates once the pipe is full, so fewer
+                micro-batches' activations are alive), and with several stages per process
+                Interleaved1F1B, LoopedBFS, InterleavedZeroBubble or ZBVZeroBubble (exactly two).
             microbatches: micro-batches per batch. More means a smaller idle fraction but smaller
-                matrix products; a batch that does not divide evenly uses the largest divisor below.
+                matrix products; a batch that does not divide evenly uses the largest divisor below
+                that the schedule accepts.
             loss_fn: the loss of one micro-batch, `loss_fn(outputs, targets)`; must equal the loss the
                 LightningModule's training_step computes (checked on the first step).
             process_group_backend: gloo or nccl; unset picks gloo on CPU and nccl on GPUs.
@@ -96,47 +172,57 @@ class PipelineStrategy(DDPStrategy):
         self.schedule = schedule
         self.microbatches = microbatches
         self.loss_fn = loss_fn
-        self._stage_module: nn.Module | None = None
+        self._stage_indices: list[int] = []
+        self._stage_modules: list[nn.Module] = []
+        self._num_stages = 0
         self._parameter_names: list[str] = []
         self._state_keys: list[str] = []
-        self._schedules: dict[tuple, ScheduleGPipe | Schedule1F1B] = {}
+        self._schedules: dict[tuple, PipelineScheduleSingle | PipelineScheduleMulti] = {}
         self._output_meta: dict[object, tuple[torch.Size, torch.dtype] | None] = {}
         self._held_grads: list[tuple[nn.Parameter, Tensor | None]] = []
         self._loss_fn_checked = False
         self._reported_batch_sizes: set[int] = set()
 
     @property
+    @override
     def distributed_sampler_kwargs(self) -> dict:
         """Every stage must see the same batch, so the sampler acts as if there were one process."""
         return {"num_replicas": 1, "rank": 0}
 
     @property
-    def is_last_stage(self) -> bool:
-        return self.global_rank == self.world_size - 1
+    def _holds_last_stage(self) -> bool:
+        return self._num_stages - 1 in self._stage_indices
 
+    @property
+    def _last_stage_rank(self) -> int:
+        return process_of_stage(schedule_class(self.schedule), self._num_stages - 1, self.world_size, self._num_stages)
+
+    @override
     def _configure_launcher(self) -> None:
         self._launcher = _CheckFirstLauncher(
             self._check_setup, self.cluster_environment, self.num_processes, self.num_nodes
         )
 
+    @override
     def connect(self, model) -> None:
         self._check_setup(model)
         super().connect(model)
 
     def _check_setup(self, model) -> None:
         """Raise a UserInputError for a setup that cannot work, before any process group exists."""
-        if self.schedule.lower() not in SCHEDULES:
-            raise UserInputError(f"pipeline schedule {self.schedule!r} is unknown; choose GPipe or 1F1B")
+        schedule = schedule_class(self.schedule)
         if self.microbatches < 1:
             raise UserInputError(f"pipeline microbatches must be at least 1, got {self.microbatches}")
-        stages = model_stages(model, self.strategy_name)
-        if len(stages) != self.world_size:
-            fix = f"set --trainer.devices {len(stages)}"
-            fix += f" (under the Dask launcher --dask.n_workers {len(stages)})"  # cookiecutter: only with dask
+        if not accepts_microbatches(schedule, self.microbatches, self.world_size):
+            valid = max(self.world_size, self.microbatches - self.microbatches % self.world_size)
             raise UserInputError(
-                f"pipeline runs one process per stage, but the model has {len(stages)} stages and the trainer starts "
-                f"{self.world_size} process(es); {fix} or change the model's number of stages"
+                f"pipeline schedule {self.schedule} cannot split a batch into {self.microbatches} micro-batches on "
+                f"{self.world_size} processes ({MICROBATCH_RULES[schedule]}); "
+                f"set --trainer.strategy.init_args.microbatches {valid}"
             )
+        stages = model_stages(model, self.strategy_name)
+        if (problem := stage_count_problem(schedule, len(stages), self.world_size)) is not None:
+            raise UserInputError(problem)
         in_stages = {id(param) for stage in stages for param in stage.parameters()}
         outside = [name for name, param in model.named_parameters() if id(param) not in in_stages]
         if outside:
@@ -146,18 +232,23 @@ class PipelineStrategy(DDPStrategy):
         if getattr(self.precision_plugin, "scaler", None) is not None:
             raise UserInputError("pipeline cannot use a gradient scaler (precision 16-mixed); use bf16-mixed or 32")
 
+    @override
     def setup(self, trainer) -> None:
-        """Keep only this process's stage, then set up as DDP would, minus the DDP wrapper."""
+        """Keep only this process's stages, then set up as DDP would, minus the DDP wrapper."""
         self.accelerator.setup(trainer)
         module = self.lightning_module
         stages = model_stages(module, self.strategy_name)
-        if self._stage_module is None:
+        if not self._stage_modules:
             self._parameter_names = [name for name, _ in module.named_parameters()]
             self._state_keys = list(module.state_dict())
-        self._stage_module = stages[self.global_rank]
+        schedule = schedule_class(self.schedule)
+        self._num_stages = len(stages)
+        self._stage_indices = stages_of_process(schedule, self.global_rank, self.world_size, self._num_stages)
+        self._stage_modules = [stages[index] for index in self._stage_indices]
         for index, stage in enumerate(stages):
-            if index != self.global_rank:
-                replace_submodule(module, stage, StageElsewhere(index, f"process {index}"))
+            if index not in self._stage_indices:
+                rank = process_of_stage(schedule, index, self.world_size, self._num_stages)
+                replace_submodule(module, stage, StageElsewhere(index, f"process {rank}"))
         self.model = self.precision_plugin.convert_module(self.model)
         self.model_to_device()
         fitting = trainer.state.fn == TrainerFn.FITTING
@@ -167,11 +258,17 @@ class PipelineStrategy(DDPStrategy):
         if fitting:
             _optimizers_to_device(self.optimizers, self.root_device)
         rank_zero_info(
-            f"pipeline: {self.world_size} stages, {self.schedule}, {self.microbatches} micro-batches per batch"
+            f"pipeline: {self._num_stages} stages on {self.world_size} processes, {self.schedule}, "
+            f"{self.microbatches} micro-batches per batch"
         )
 
-    def _microbatch_count(self, batch_size: int) -> int:
-        count = next(c for c in range(min(self.microbatches, batch_size), 0, -1) if batch_size % c == 0)
+    def _microbatch_count(self, batch_size: int, schedule: type) -> int:
+        """The largest count up to `microbatches` that divides the batch and the schedule accepts.
+
+        1F1B accepts none below one micro-batch per stage; such a batch runs as GPipe, with the same result.
+        """
+        counts = [c for c in range(min(self.microbatches, batch_size), 0, -1) if batch_size % c == 0]
+        count = next((c for c in counts if accepts_microbatches(schedule, c, self.world_size)), counts[0])
         if count != self.microbatches and batch_size not in self._reported_batch_sizes:
             self._reported_batch_sizes.add(batch_size)
             rank_zero_warn(
@@ -179,25 +276,37 @@ class PipelineStrategy(DDPStrategy):
             )
         return count
 
-    def _schedule_for(self, inputs: Tensor, training: bool) -> tuple[tuple, ScheduleGPipe | Schedule1F1B]:
-        """One schedule per batch shape: the stages size their send and receive buffers once."""
-        count = self._microbatch_count(len(inputs))
+    def _schedule_for(
+        self, inputs: Tensor, training: bool
+    ) -> tuple[tuple, PipelineScheduleSingle | PipelineScheduleMulti | None]:
+        """One schedule per batch shape (the stages size their buffers once); None: evaluate stage by stage."""
+        schedule = schedule_class(self.schedule)
+        count = self._microbatch_count(len(inputs), schedule)
         key = (training, count, tuple(inputs.shape), inputs.dtype)
+        if not training and schedule is ScheduleZBVZeroBubble:
+            return key, None
         if key not in self._schedules:
-            stage = PipelineStage(self._stage_module, self.global_rank, self.world_size, self.root_device)
-            if not training:
-                self._schedules[key] = ScheduleGPipe(stage, count)
-            else:
-                # 1F1B needs at least one micro-batch per stage; with fewer it is GPipe anyway.
-                schedule_class = SCHEDULES[self.schedule.lower()] if count >= self.world_size else ScheduleGPipe
-                self._schedules[key] = schedule_class(stage, count, loss_fn=self.loss_fn)
+            stages = [
+                PipelineStage(module, index, self._num_stages, self.root_device)
+                for index, module in zip(self._stage_indices, self._stage_modules)
+            ]
+            if issubclass(schedule, PipelineScheduleSingle) and (
+                not training or not accepts_microbatches(schedule, count, self.world_size)
+            ):
+                schedule = ScheduleGPipe
+            loss_fn = self.loss_fn if training else None
+            self._schedules[key] = (
+                schedule(stages[0], count, loss_fn=loss_fn)
+                if issubclass(schedule, PipelineScheduleSingle)
+                else schedule(stages, count, loss_fn=loss_fn)
+            )
         return key, self._schedules[key]
 
     def _run_pipeline(self, batch, training: bool) -> tuple[Tensor, Tensor | None]:
         """The whole batch's outputs on every process, and (training) the mean micro-batch loss on the last."""
         inputs, targets = inputs_and_targets(batch)
         key, schedule = self._schedule_for(inputs, training)
-        first_stage_inputs = (inputs,) if self.global_rank == 0 else ()
+        first_stage_inputs = (inputs,) if 0 in self._stage_indices else ()
         loss = None
         if training:
             if targets is None:
@@ -206,21 +315,47 @@ class PipelineStrategy(DDPStrategy):
             with self._new_gradients_held():
                 outputs = schedule.step(
                     *first_stage_inputs,
-                    target=targets if self.is_last_stage else None,
-                    losses=losses if self.is_last_stage else None,
+                    target=targets if self._holds_last_stage else None,
+                    losses=losses if self._holds_last_stage else None,
                 )
-            if self.is_last_stage:
+            if self._holds_last_stage:
                 loss = torch.stack(losses).mean().detach()
+        elif schedule is None:
+            outputs = self._forward_stage_by_stage(inputs)
         else:
             outputs = schedule.step(*first_stage_inputs)
         return self._from_last_stage(
-            outputs.detach() if self.is_last_stage and isinstance(outputs, Tensor) else None, key
+            outputs.detach() if self._holds_last_stage and isinstance(outputs, Tensor) else None, key
         ), loss
+
+    def _forward_stage_by_stage(self, inputs: Tensor) -> Tensor | None:
+        """The stages in order on the whole batch, each activation sent to the process of the next stage.
+
+        Evaluation under ZBVZeroBubble: torch's V-shaped schedules run their backward actions also without a loss.
+        """
+        schedule = schedule_class(self.schedule)
+        owners = [
+            process_of_stage(schedule, index, self.world_size, self._num_stages) for index in range(self._num_stages)
+        ]
+        activation = inputs
+        for index, owner in enumerate(owners):
+            sender = owners[index - 1] if index > 0 else owner
+            if self.global_rank == sender != owner:
+                dist.send_object_list([(activation.shape, activation.dtype)], dst=owner)
+                dist.send(activation.contiguous(), dst=owner)
+            elif self.global_rank == owner != sender:
+                meta = [None]
+                dist.recv_object_list(meta, src=sender)
+                activation = torch.empty(meta[0][0], dtype=meta[0][1], device=self.root_device)
+                dist.recv(activation, src=sender)
+            if self.global_rank == owner:
+                activation = self._stage_modules[self._stage_indices.index(index)](activation)
+        return activation if self._holds_last_stage else None
 
     @contextmanager
     def _new_gradients_held(self) -> Iterator[None]:
         """Lightning zeroes gradients after training_step and before backward: keep the schedule's until then."""
-        params = [param for param in self._stage_module.parameters() if param.requires_grad]
+        params = [param for module in self._stage_modules for param in module.parameters() if param.requires_grad]
         earlier = [param.grad for param in params]
         for param in params:
             param.grad = None
@@ -232,8 +367,8 @@ class PipelineStrategy(DDPStrategy):
                 param.grad = grad
 
     def _from_last_stage(self, tensor: Tensor | None, key) -> Tensor:
-        """Broadcast a tensor the last stage holds; its shape travels once per key."""
-        last = self.world_size - 1
+        """Broadcast a tensor the last stage's process holds; its shape travels once per key."""
+        last = self._last_stage_rank
         if key not in self._output_meta:
             meta = [(tensor.shape, tensor.dtype) if tensor is not None else None]
             dist.broadcast_object_list(meta, src=last)
@@ -245,6 +380,7 @@ class PipelineStrategy(DDPStrategy):
         dist.broadcast(buffer, src=last)
         return buffer
 
+    @override
     def training_step(self, *args, **kwargs):
         batch, module = args[0], self.lightning_module
         with self.precision_plugin.train_step_context():
@@ -269,6 +405,7 @@ class PipelineStrategy(DDPStrategy):
                 "from the same outputs; set the strategy's loss_fn to the loss training_step uses"
             )
 
+    @override
     def backward(self, closure_loss: Tensor, optimizer, *args, **kwargs) -> Tensor:
         """The schedule already back-propagated; hand its gradients over as loss.backward() would have."""
         module = self.lightning_module
@@ -286,12 +423,15 @@ class PipelineStrategy(DDPStrategy):
             with forward_returning(module, inputs_and_targets(batch)[0], outputs):
                 return getattr(module, step_name)(*args, **kwargs)
 
+    @override
     def validation_step(self, *args, **kwargs):
         return self._evaluation_step("validation_step", self.precision_plugin.val_step_context, *args, **kwargs)
 
+    @override
     def test_step(self, *args, **kwargs):
         return self._evaluation_step("test_step", self.precision_plugin.test_step_context, *args, **kwargs)
 
+    @override
     def predict_step(self, *args, **kwargs):
         return self._evaluation_step("predict_step", self.precision_plugin.predict_step_context, *args, **kwargs)
 
@@ -300,6 +440,7 @@ class PipelineStrategy(DDPStrategy):
         dist.gather_object(part, parts, dst=0)
         return parts
 
+    @override
     def lightning_module_state_dict(self) -> dict[str, Tensor]:
         """Every stage's weights, in the single-device order, so any strategy can load the checkpoint."""
         local = move_data_to_device(self.lightning_module.state_dict(), "cpu")
@@ -310,51 +451,22 @@ class PipelineStrategy(DDPStrategy):
         ordered = {key: merged.pop(key) for key in self._state_keys if key in merged}
         return {**ordered, **merged}
 
+    @override
     def optimizer_state(self, optimizer) -> dict:
         """Every stage's optimizer state, numbered as the single-device optimizer numbers its parameters."""
-        optimizer = getattr(optimizer, "_optimizer", optimizer)
-        names = {id(param): name for name, param in self.lightning_module.named_parameters()}
-        local_names = [names[id(param)] for group in optimizer.param_groups for param in group["params"]]
-        state = optimizer.state_dict()
-        part = {
-            "state": {local_names[index]: move_data_to_device(value, "cpu") for index, value in state["state"].items()},
-            "param_groups": [
-                {**_hyperparameters(group), "params": [local_names[index] for index in group["params"]]}
-                for group in state["param_groups"]
-            ],
-        }
-        parts = self._gather_on_first_process(part)
+        by_name = get_optimizer_state_dict(self.lightning_module, optimizer, options=BY_NAME)
+        parts = self._gather_on_first_process(move_data_to_device(by_name, "cpu"))
         if parts is None:
             return {}
-        position = {name: index for index, name in enumerate(self._parameter_names)}
-        groups = [
-            {
-                **group,
-                "params": sorted(
-                    position[name] for stage_part in parts for name in stage_part["param_groups"][index]["params"]
-                ),
-            }
-            for index, group in enumerate(parts[0]["param_groups"])
-        ]
-        merged_state = {position[name]: value for stage_part in parts for name, value in stage_part["state"].items()}
-        return {"state": dict(sorted(merged_state.items())), "param_groups": groups}
+        return _numbered(_merged(parts), self._parameter_names)
 
+    @override
     def load_optimizer_state_dict(self, checkpoint) -> None:
-        """Pick this stage's entries out of a full (single-device numbered) optimizer state."""
-        position = {name: index for index, name in enumerate(self._parameter_names)}
-        names = {id(param): name for name, param in self.lightning_module.named_parameters()}
-        for optimizer, full in zip(self.optimizers, checkpoint["optimizer_states"]):
-            local_state, local_groups, local_index = {}, [], 0
-            for group, full_group in zip(optimizer.param_groups, full["param_groups"]):
-                indices = []
-                for param in group["params"]:
-                    full_index = position[names[id(param)]]
-                    if full_index in full["state"]:
-                        local_state[local_index] = full["state"][full_index]
-                    indices.append(local_index)
-                    local_index += 1
-                local_groups.append({**_hyperparameters(full_group), "params": indices})
-            optimizer.load_state_dict({"state": local_state, "param_groups": local_groups})
+        """Each process takes its own parameters' entries, by name, from the single-device layout."""
+        for optimizer, state in zip(self.optimizers, checkpoint["optimizer_states"]):
+            set_optimizer_state_dict(
+                self.lightning_module, optimizer, _named(state, self._parameter_names), options=BY_NAME
+            )
 
 
 class _CheckFirstLauncher(_SubprocessScriptLauncher):
@@ -364,6 +476,7 @@ class _CheckFirstLauncher(_SubprocessScriptLauncher):
         super().__init__(*args)
         self._check = check
 
+    @override
     def launch(self, function, *args, trainer=None, **kwargs):
         if args and isinstance(args[0], LightningModule):
             self._check(args[0])
@@ -372,3 +485,38 @@ class _CheckFirstLauncher(_SubprocessScriptLauncher):
 
 def _hyperparameters(param_group: dict) -> dict:
     return {key: value for key, value in param_group.items() if key not in ("params", "param_names")}
+
+
+def _merged(parts: list[dict]) -> dict:
+    """One optimizer state by parameter name from every process's part of it (the same groups on each)."""
+    return {
+        "state": {name: value for part in parts for name, value in part["state"].items()},
+        "param_groups": [
+            {
+                **_hyperparameters(group),
+                "params": [name for part in parts for name in part["param_groups"][index]["params"]],
+            }
+            for index, group in enumerate(parts[0]["param_groups"])
+        ],
+    }
+
+
+def _numbered(by_name: dict, names: list[str]) -> dict:
+    """A state keyed by parameter name, keyed instead by each parameter's position in the whole model."""
+    position = {name: index for index, name in enumerate(names)}
+    return {
+        "state": {position[name]: by_name["state"][name] for name in names if name in by_name["state"]},
+        "param_groups": [
+            {**group, "params": sorted(position[name] for name in group["params"])} for group in by_name["param_groups"]
+        ],
+    }
+
+
+def _named(numbered: dict, names: list[str]) -> dict:
+    """The inverse of `_numbered`: the form torch's set_optimizer_state_dict picks each process's entries from."""
+    return {
+        "state": {names[index]: value for index, value in numbered["state"].items()},
+        "param_groups": [
+            {**group, "params": [names[index] for index in group["params"]]} for group in numbered["param_groups"]
+        ],
+    }

@@ -72,6 +72,7 @@ PATHS = {
         "callbacks/confusion_matrix.py",
         "tests/test_fashion_mnist_data.py",
         "tests/test_strategies.py",
+        "tests/test_pipeline_schedules.py",
         "tests/test_resume.py",
         "tests/test_multi_host.py",
         "benchmarks/hosts.py",

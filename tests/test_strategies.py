@@ -340,8 +340,8 @@ def test_pipeline_mismatch_fails_once_before_starting_processes(settings, tmp_pa
     assert code == 2
     assert (
         output.count(
-            "error: pipeline runs one process per stage, but the model has 3 stages and the trainer starts 2 "
-            "process(es)"
+            "error: pipeline schedule GPipe runs one stage per process, but the model has 3 stages and the trainer "
+            "starts 2 process(es)"
         )
         == 1
     )

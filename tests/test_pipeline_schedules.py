@@ -1,0 +1,149 @@
+"""Every pipeline schedule trains the staged MLP as one device does; bad schedule options are one-line errors.
+
+Same setup and tolerance as tests/test_strategies.py (32 images, one batch an epoch, SGD with momentum), here over
+2 epochs: two optimizer steps, so the second step's momentum carries the first gradient and the parameters both.
+The schedules with several stages per process run a 4-stage MLP on 2 processes (stage i on process i mod 2, or
+ZBVZeroBubble's V: stages 0 and 3 on process 0); 1F1B runs the 2-stage one. One 2-process run per schedule,
+compared with one single-device run of the same model. Interleaved1F1B and ZBVZeroBubble (the two placements)
+run by default; 1F1B, LoopedBFS and InterleavedZeroBubble are marked slow (`-m slow`), about 30 s each.
+"""
+
+from pathlib import Path
+
+import pytest
+from strategy_runs import checkpoint, largest_difference, optimizer_tensors, run_ok
+from test_strategies import TOLERANCE, expect_user_error, logged
+
+from conftest import ROOT, run_cli
+
+SETTINGS = """
+trainer:
+  max_epochs: 2
+  log_every_n_steps: 1
+  num_sanity_val_steps: 0
+  enable_progress_bar: false
+  enable_model_summary: false
+model:
+  init_args:
+    optimizer:
+      class_path: torch.optim.SGD
+      init_args: {{lr: 0.1, momentum: 0.9}}
+data:
+  init_args:
+    root: {shapes_root}
+    images_per_class: 8
+    canvas_size: 32
+    batch_size: 32
+    num_workers: 0
+"""
+MODEL = {2: ["--model.init_args.hidden_sizes", "[32]"], 4: ["--model.init_args.hidden_sizes", "[32, 32, 32]"]}
+SCHEDULE_STAGES = {
+    "1F1B": 2,
+    "Interleaved1F1B": 4,
+    "LoopedBFS": 4,
+    "InterleavedZeroBubble": 4,
+    "ZBVZeroBubble": 4,
+}
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory, shapes_root) -> Path:
+    path = tmp_path_factory.mktemp("settings") / "schedules.yaml"
+    path.write_text(SETTINGS.format(shapes_root=shapes_root))
+    return path
+
+
+def args(settings: Path, log_dir: Path, num_stages: int, *extra: str) -> list[str]:
+    return [
+        "--config",
+        str(ROOT / "configs" / "mlp.yaml"),
+        "--config",
+        str(settings),
+        *MODEL[num_stages],
+        "--model.init_args.num_stages",
+        str(num_stages),
+        "--trainer.logger.init_args.save_dir",
+        str(log_dir),
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def single_device(tmp_path_factory, settings) -> dict[int, Path]:
+    runs = {}
+    for num_stages in sorted(set(SCHEDULE_STAGES.values())):
+        runs[num_stages] = tmp_path_factory.mktemp(f"single-{num_stages}")
+        run_cli("fit", args(settings, runs[num_stages], num_stages))
+    return runs
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        schedule if schedule in ("Interleaved1F1B", "ZBVZeroBubble") else pytest.param(schedule, marks=pytest.mark.slow)
+        for schedule in SCHEDULE_STAGES
+    ],
+)
+def test_schedule_matches_single_device(single_device, settings, tmp_path, schedule):
+    num_stages = SCHEDULE_STAGES[schedule]
+    output = run_ok(
+        "fit",
+        args(
+            settings,
+            tmp_path,
+            num_stages,
+            "--trainer.strategy",
+            "pipeline",
+            "--trainer.strategy.init_args.schedule",
+            schedule,
+            "--trainer.strategy.init_args.microbatches",
+            "4",
+            "--trainer.devices",
+            "2",
+        ),
+    )
+    assert f"pipeline: {num_stages} stages on 2 processes, {schedule}, 4 micro-batches" in output
+    single = single_device[num_stages]
+    assert largest_difference(checkpoint(single)["state_dict"], checkpoint(tmp_path)["state_dict"]) < TOLERANCE
+    assert (
+        largest_difference(
+            optimizer_tensors(checkpoint(single)["optimizer_states"][0]),
+            optimizer_tensors(checkpoint(tmp_path)["optimizer_states"][0]),
+        )
+        < TOLERANCE
+    )
+    for key in ("train/loss", "val/loss", "val/acc"):
+        assert logged(tmp_path, key) == pytest.approx(logged(single, key), abs=TOLERANCE), key
+    assert len(logged(tmp_path, "train/loss")) == 2
+
+
+@pytest.mark.parametrize(
+    ("schedule", "num_stages", "microbatches", "message"),
+    [
+        ("ZBVZeroBubble", 2, 4, "ZBVZeroBubble runs exactly two stages per process, but the model has 2 stages"),
+        ("LoopedBFS", 3, 4, "LoopedBFS runs the same number of stages on every process, but the model has 3 stages"),
+        ("GPipe", 4, 4, "GPipe runs one stage per process, but the model has 4 stages and the trainer starts 2"),
+        ("Interleaved1F1B", 4, 5, "cannot split a batch into 5 micro-batches on 2 processes (it needs whole rounds"),
+        ("1F1B", 2, 1, "cannot split a batch into 1 micro-batches on 2 processes (it needs at least one"),
+    ],
+)
+def test_schedule_conditions_are_one_line_errors(
+    capsys, settings, tmp_path, schedule, num_stages, microbatches, message
+):
+    model = MODEL.get(num_stages, ["--model.init_args.hidden_sizes", "[32, 32]"])
+    expect_user_error(
+        capsys,
+        [
+            *args(settings, tmp_path, 2, "--trainer.devices", "2"),
+            *model,
+            "--model.init_args.num_stages",
+            str(num_stages),
+            "--trainer.strategy",
+            "pipeline",
+            "--trainer.strategy.init_args.schedule",
+            schedule,
+            "--trainer.strategy.init_args.microbatches",
+            str(microbatches),
+        ],
+        message,
+    )
