@@ -13,7 +13,6 @@ import yaml
 from jsonargparse import ArgumentParser
 
 from errors import UserInputError, one_line
-from resume.preemption import Preempted
 from sweeps import options as sweep_options
 
 # The sweep section's options (those of the parts the project has).
@@ -68,8 +67,6 @@ def main(arguments: list[str] | None = None) -> None:
     except UserInputError as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         sys.exit(2)
-    except Preempted:
-        sys.exit(Preempted().code)
 
 
 if __name__ == "__main__":

@@ -2,5 +2,5 @@
 values as overrides (`python sweep.py --help`, docs/sweeps.md).
 
 Optuna is imported only by the driver (`sweeps.driver`, `sweeps.results`); cli.py never imports this package, and a
-trial imports only `sweeps.channel`, the callback through which its rank 0 reports to the driver.
+trial imports only `sweeps.pruning`, the callback through which its rank 0 reports to the driver.
 """

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import optuna
 
-from resume.preemption import STOP_SIGNALS, Preempted, restore_handlers
 from sweeps import trials
 from sweeps.channel import DriverSide
 from sweeps.options import SweepOptions
 from sweeps.space import as_overrides
 
 POLL_S = 0.1
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOPPED_EXIT_CODE = 128 + signal.SIGTERM  # as cli.py's: stopped with checkpoints, the same command continues
 # Stopped with a checkpoint, lost another process of the trial, or killed: a restart resumes from the checkpoint.
 RESTARTABLE = {128 + signal.SIGTERM, 128 + signal.SIGABRT, 128 + signal.SIGKILL}
 STATE = optuna.trial.TrialState
@@ -113,10 +114,11 @@ class Driver:
                 for run in list(self.running):
                     self._poll(run)
         finally:
-            restore_handlers(previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         if self.stopping:
             say("stopped; trials in progress keep their checkpoints, and the same command continues the study")
-            raise Preempted
+            raise SystemExit(STOPPED_EXIT_CODE)
 
     def _stop(self, signum, frame) -> None:
         self.stopping = True
@@ -151,7 +153,7 @@ class Driver:
 
     def _arguments(self, run: RunningTrial) -> list[str]:
         channel = {"channel": str(run.channel.channel), "metric": self.options.metric, "driver_pid": os.getpid()}
-        reporter = {"class_path": "sweeps.channel.ReportToDriver", "init_args": channel}
+        reporter = {"class_path": "sweeps.pruning.ReportToDriver", "init_args": channel}
         arguments = ["--config", str(self.base_config), *as_overrides(run.trial.params)]
         arguments += ["--trainer.logger.init_args.save_dir", str(self.sweep_dir)]
         arguments += ["--trainer.logger.init_args.name", run.directory.name, "--ckpt_path", "last"]

@@ -1,0 +1,39 @@
+"""The callback every trial runs: rank 0 reports the metric to the driver, and all ranks stop when it prunes."""
+
+from pathlib import Path
+
+from lightning.pytorch import Callback
+from typing_extensions import override
+
+from sweeps.channel import report_and_wait
+
+__all__ = ["ReportToDriver"]
+
+
+class ReportToDriver(Callback):
+    """Reports `metric` to the sweep driver after every validation and stops the trial when the driver prunes it.
+
+    Args:
+        channel: the folder shared with the driver (`sweeps.channel`).
+        metric: the logged metric the study optimises.
+        driver_pid: the driver's process id; a rank 0 on the driver's machine stops waiting when it is gone.
+        timeout_s: how long to wait for a decision before training on unpruned.
+    """
+
+    def __init__(self, channel: str, metric: str, driver_pid: int | None = None, timeout_s: float = 600.0):
+        self.channel = Path(channel)
+        self.metric = metric
+        self.driver_pid = driver_pid
+        self.timeout_s = timeout_s
+
+    @override
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking:
+            return
+        prune = False
+        if trainer.is_global_zero and self.metric in trainer.callback_metrics:
+            value = float(trainer.callback_metrics[self.metric])
+            prune = report_and_wait(self.channel, trainer.global_step, value, self.driver_pid, self.timeout_s)
+        # Every rank stops at the same step, as rank 0 was told.
+        if trainer.strategy.broadcast(prune, src=0):
+            trainer.should_stop = True
