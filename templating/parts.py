@@ -95,7 +95,12 @@ PATHS = {
         "tests/schemas",
     ],
     "sweep": ["sweep.py", "sweeps", "docs/sweeps.md"],
-    "sweep and lstm": ["configs/sweeps/lstm.yaml", "tests/test_sweep.py", "tests/helpers/trial_values.py"],
+    "sweep and lstm": [
+        "configs/sweeps/lstm.yaml",
+        "tests/test_sweep.py",
+        "tests/helpers/trial_values.py",
+        "benchmarks/sweep.py",
+    ],
     "sweep and mlp": ["configs/sweeps/mlp.yaml"],
     "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
 }
