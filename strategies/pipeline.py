@@ -35,6 +35,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor, nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict, set_optimizer_state_dict
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.pipelining import (
     PipelineStage,
     Schedule1F1B,
@@ -150,6 +151,7 @@ class PipelineStrategy(DDPStrategy):
         self,
         schedule: str = "GPipe",
         microbatches: int = 4,
+        data_parallel: int = 1,
         loss_fn: Callable[[Tensor, Tensor], Tensor] = F.cross_entropy,
         process_group_backend: str | None = None,
         timeout: timedelta = default_pg_timeout,
@@ -163,6 +165,9 @@ class PipelineStrategy(DDPStrategy):
             microbatches: micro-batches per batch. More means a smaller idle fraction but smaller
                 matrix products; a batch that does not divide evenly uses the largest divisor below
                 that the schedule accepts.
+            data_parallel: D pipeline replicas, each on its own shard of the data: the processes form a
+                D x P mesh (P processes per pipeline), and each stage's gradients are averaged over its
+                D replicas, as DDP averages them. The batch size is per replica.
             loss_fn: the loss of one micro-batch, `loss_fn(outputs, targets)`; must equal the loss the
                 LightningModule's training_step computes (checked on the first step).
             process_group_backend: gloo or nccl; unset picks gloo on CPU and nccl on GPUs.
@@ -171,7 +176,10 @@ class PipelineStrategy(DDPStrategy):
         super().__init__(process_group_backend=process_group_backend, timeout=timeout, start_method="popen")
         self.schedule = schedule
         self.microbatches = microbatches
+        self.data_parallel = data_parallel
         self.loss_fn = loss_fn
+        self._pipeline_group: dist.ProcessGroup | None = None
+        self._data_group: dist.ProcessGroup | None = None
         self._stage_indices: list[int] = []
         self._stage_modules: list[nn.Module] = []
         self._num_stages = 0
@@ -186,8 +194,24 @@ class PipelineStrategy(DDPStrategy):
     @property
     @override
     def distributed_sampler_kwargs(self) -> dict:
-        """Every stage must see the same batch, so the sampler acts as if there were one process."""
-        return {"num_replicas": 1, "rank": 0}
+        """Every stage of a pipeline sees the same batch: the data is sharded over the replicas only."""
+        return {"num_replicas": self.data_parallel, "rank": self._replica}
+
+    @property
+    def _pipeline_size(self) -> int:
+        """P, the processes of one pipeline."""
+        return self.world_size // self.data_parallel
+
+    @property
+    def _pipeline_rank(self) -> int:
+        return self.global_rank % self._pipeline_size
+
+    @property
+    def _replica(self) -> int:
+        return self.global_rank // self._pipeline_size
+
+    def _global_rank_of(self, pipeline_rank: int) -> int:
+        return self._replica * self._pipeline_size + pipeline_rank
 
     @property
     def _holds_last_stage(self) -> bool:
@@ -195,7 +219,9 @@ class PipelineStrategy(DDPStrategy):
 
     @property
     def _last_stage_rank(self) -> int:
-        return process_of_stage(schedule_class(self.schedule), self._num_stages - 1, self.world_size, self._num_stages)
+        return process_of_stage(
+            schedule_class(self.schedule), self._num_stages - 1, self._pipeline_size, self._num_stages
+        )
 
     @override
     def _configure_launcher(self) -> None:
@@ -213,15 +239,23 @@ class PipelineStrategy(DDPStrategy):
         schedule = schedule_class(self.schedule)
         if self.microbatches < 1:
             raise UserInputError(f"pipeline microbatches must be at least 1, got {self.microbatches}")
-        if not accepts_microbatches(schedule, self.microbatches, self.world_size):
-            valid = max(self.world_size, self.microbatches - self.microbatches % self.world_size)
+        if self.data_parallel < 1 or self.world_size % self.data_parallel:
+            raise UserInputError(
+                f"pipeline data_parallel {self.data_parallel} does not divide the trainer's {self.world_size} "
+                "process(es) into equal pipelines; set --trainer.devices to data_parallel x processes per pipeline"
+            )
+        processes = self._pipeline_size
+        if not accepts_microbatches(schedule, self.microbatches, processes):
+            valid = max(processes, self.microbatches - self.microbatches % processes)
             raise UserInputError(
                 f"pipeline schedule {self.schedule} cannot split a batch into {self.microbatches} micro-batches on "
-                f"{self.world_size} processes ({MICROBATCH_RULES[schedule]}); "
+                f"{processes} processes ({MICROBATCH_RULES[schedule]}); "
                 f"set --trainer.strategy.init_args.microbatches {valid}"
             )
         stages = model_stages(model, self.strategy_name)
-        if (problem := stage_count_problem(schedule, len(stages), self.world_size)) is not None:
+        if (problem := stage_count_problem(schedule, len(stages), processes)) is not None:
+            if self.data_parallel > 1:
+                problem += f" (processes per pipeline: --trainer.devices / data_parallel {self.data_parallel})"
             raise UserInputError(problem)
         in_stages = {id(param) for stage in stages for param in stage.parameters()}
         outside = [name for name, param in model.named_parameters() if id(param) not in in_stages]
@@ -242,12 +276,16 @@ class PipelineStrategy(DDPStrategy):
             self._parameter_names = [name for name, _ in module.named_parameters()]
             self._state_keys = list(module.state_dict())
         schedule = schedule_class(self.schedule)
+        mesh = init_device_mesh(
+            self.root_device.type, (self.data_parallel, self._pipeline_size), mesh_dim_names=("data", "pipeline")
+        )
+        self._data_group, self._pipeline_group = mesh.get_group("data"), mesh.get_group("pipeline")
         self._num_stages = len(stages)
-        self._stage_indices = stages_of_process(schedule, self.global_rank, self.world_size, self._num_stages)
+        self._stage_indices = stages_of_process(schedule, self._pipeline_rank, self._pipeline_size, self._num_stages)
         self._stage_modules = [stages[index] for index in self._stage_indices]
         for index, stage in enumerate(stages):
             if index not in self._stage_indices:
-                rank = process_of_stage(schedule, index, self.world_size, self._num_stages)
+                rank = self._global_rank_of(process_of_stage(schedule, index, self._pipeline_size, self._num_stages))
                 replace_submodule(module, stage, StageElsewhere(index, f"process {rank}"))
         self.model = self.precision_plugin.convert_module(self.model)
         self.model_to_device()
@@ -258,8 +296,9 @@ class PipelineStrategy(DDPStrategy):
         if fitting:
             _optimizers_to_device(self.optimizers, self.root_device)
         rank_zero_info(
-            f"pipeline: {self._num_stages} stages on {self.world_size} processes, {self.schedule}, "
-            f"{self.microbatches} micro-batches per batch"
+            f"pipeline: {self._num_stages} stages on {self._pipeline_size} processes"
+            + (f" x {self.data_parallel} data-parallel replicas" if self.data_parallel > 1 else "")
+            + f", {self.schedule}, {self.microbatches} micro-batches per batch"
         )
 
     def _microbatch_count(self, batch_size: int, schedule: type) -> int:
@@ -268,7 +307,7 @@ class PipelineStrategy(DDPStrategy):
         1F1B accepts none below one micro-batch per stage; such a batch runs as GPipe, with the same result.
         """
         counts = [c for c in range(min(self.microbatches, batch_size), 0, -1) if batch_size % c == 0]
-        count = next((c for c in counts if accepts_microbatches(schedule, c, self.world_size)), counts[0])
+        count = next((c for c in counts if accepts_microbatches(schedule, c, self._pipeline_size)), counts[0])
         if count != self.microbatches and batch_size not in self._reported_batch_sizes:
             self._reported_batch_sizes.add(batch_size)
             rank_zero_warn(
@@ -287,11 +326,11 @@ class PipelineStrategy(DDPStrategy):
             return key, None
         if key not in self._schedules:
             stages = [
-                PipelineStage(module, index, self._num_stages, self.root_device)
+                PipelineStage(module, index, self._num_stages, self.root_device, group=self._pipeline_group)
                 for index, module in zip(self._stage_indices, self._stage_modules)
             ]
             if issubclass(schedule, PipelineScheduleSingle) and (
-                not training or not accepts_microbatches(schedule, count, self.world_size)
+                not training or not accepts_microbatches(schedule, count, self._pipeline_size)
             ):
                 schedule = ScheduleGPipe
             loss_fn = self.loss_fn if training else None
@@ -318,6 +357,7 @@ class PipelineStrategy(DDPStrategy):
                     target=targets if self._holds_last_stage else None,
                     losses=losses if self._holds_last_stage else None,
                 )
+            self._average_over_replicas()
             if self._holds_last_stage:
                 loss = torch.stack(losses).mean().detach()
         elif schedule is None:
@@ -335,7 +375,8 @@ class PipelineStrategy(DDPStrategy):
         """
         schedule = schedule_class(self.schedule)
         owners = [
-            process_of_stage(schedule, index, self.world_size, self._num_stages) for index in range(self._num_stages)
+            self._global_rank_of(process_of_stage(schedule, index, self._pipeline_size, self._num_stages))
+            for index in range(self._num_stages)
         ]
         activation = inputs
         for index, owner in enumerate(owners):
@@ -351,6 +392,15 @@ class PipelineStrategy(DDPStrategy):
             if self.global_rank == owner:
                 activation = self._stage_modules[self._stage_indices.index(index)](activation)
         return activation if self._holds_last_stage else None
+
+    def _average_over_replicas(self) -> None:
+        """As DDP does: each stage's gradients averaged over that stage's data-parallel replicas."""
+        if self.data_parallel == 1:
+            return
+        for _, grad in self._held_grads:
+            if grad is not None:
+                dist.all_reduce(grad, group=self._data_group)
+                grad.div_(self.data_parallel)
 
     @contextmanager
     def _new_gradients_held(self) -> Iterator[None]:
@@ -368,16 +418,16 @@ class PipelineStrategy(DDPStrategy):
 
     def _from_last_stage(self, tensor: Tensor | None, key) -> Tensor:
         """Broadcast a tensor the last stage's process holds; its shape travels once per key."""
-        last = self._last_stage_rank
+        last = self._global_rank_of(self._last_stage_rank)
         if key not in self._output_meta:
             meta = [(tensor.shape, tensor.dtype) if tensor is not None else None]
-            dist.broadcast_object_list(meta, src=last)
+            dist.broadcast_object_list(meta, src=last, group=self._pipeline_group)
             self._output_meta[key] = meta[0]
         if self._output_meta[key] is None:
             raise UserInputError("pipeline needs the last stage to return a single tensor")
         shape, dtype = self._output_meta[key]
         buffer = tensor.contiguous() if tensor is not None else torch.empty(shape, dtype=dtype, device=self.root_device)
-        dist.broadcast(buffer, src=last)
+        dist.broadcast(buffer, src=last, group=self._pipeline_group)
         return buffer
 
     @override
@@ -436,9 +486,10 @@ class PipelineStrategy(DDPStrategy):
         return self._evaluation_step("predict_step", self.precision_plugin.predict_step_context, *args, **kwargs)
 
     def _gather_on_first_process(self, part: dict) -> list[dict] | None:
+        """Every process's part on global rank 0, keeping the first replica's: the replicas hold the same."""
         parts = [None] * self.world_size if self.global_rank == 0 else None
         dist.gather_object(part, parts, dst=0)
-        return parts
+        return parts[: self._pipeline_size] if parts is not None else None
 
     @override
     def lightning_module_state_dict(self) -> dict[str, Tensor]:

@@ -4,7 +4,8 @@ Same setup and tolerance as tests/test_strategies.py (32 images, one batch an ep
 2 epochs: two optimizer steps, so the second step's momentum carries the first gradient and the parameters both.
 The schedules with several stages per process run a 4-stage MLP on 2 processes (stage i on process i mod 2, or
 ZBVZeroBubble's V: stages 0 and 3 on process 0); 1F1B runs the 2-stage one. One 2-process run per schedule,
-compared with one single-device run of the same model. Interleaved1F1B and ZBVZeroBubble (the two placements)
+compared with one single-device run of the same model; so are 2 data-parallel replicas of the 2-stage pipeline
+(4 processes, 16 images each). Interleaved1F1B and ZBVZeroBubble (the two placements)
 run by default; 1F1B, LoopedBFS and InterleavedZeroBubble are marked slow (`-m slow`), about 30 s each.
 """
 
@@ -117,6 +118,33 @@ def test_schedule_matches_single_device(single_device, settings, tmp_path, sched
     assert len(logged(tmp_path, "train/loss")) == 2
 
 
+def test_pipeline_with_data_parallel_matches_single_device(single_device, settings, tmp_path):
+    """2 replicas of a 2-stage pipeline on 4 processes, 16 images each: the single device's batch of 32."""
+    output = run_ok(
+        "fit",
+        args(
+            settings,
+            tmp_path,
+            2,
+            *("--trainer.strategy", "pipeline", "--trainer.strategy.init_args.data_parallel", "2"),
+            *("--trainer.devices", "4", "--data.init_args.batch_size", "16"),
+        ),
+    )
+    assert "2 stages on 2 processes x 2 data-parallel replicas" in output
+    single = single_device[2]
+    assert list(checkpoint(tmp_path)["state_dict"]) == list(checkpoint(single)["state_dict"])
+    assert largest_difference(checkpoint(single)["state_dict"], checkpoint(tmp_path)["state_dict"]) < TOLERANCE
+    assert (
+        largest_difference(
+            optimizer_tensors(checkpoint(single)["optimizer_states"][0]),
+            optimizer_tensors(checkpoint(tmp_path)["optimizer_states"][0]),
+        )
+        < TOLERANCE
+    )
+    for key in ("val/loss", "val/acc"):
+        assert logged(tmp_path, key) == pytest.approx(logged(single, key), abs=TOLERANCE), key
+
+
 @pytest.mark.parametrize(
     ("schedule", "num_stages", "microbatches", "message"),
     [
@@ -125,6 +153,7 @@ def test_schedule_matches_single_device(single_device, settings, tmp_path, sched
         ("GPipe", 4, 4, "GPipe runs one stage per process, but the model has 4 stages and the trainer starts 2"),
         ("Interleaved1F1B", 4, 5, "cannot split a batch into 5 micro-batches on 2 processes (it needs whole rounds"),
         ("1F1B", 2, 1, "cannot split a batch into 1 micro-batches on 2 processes (it needs at least one"),
+        ("GPipe", 2, 4, "pipeline data_parallel 3 does not divide the trainer's 2 process(es) into equal pipelines"),
     ],
 )
 def test_schedule_conditions_are_one_line_errors(
@@ -144,6 +173,7 @@ def test_schedule_conditions_are_one_line_errors(
             schedule,
             "--trainer.strategy.init_args.microbatches",
             str(microbatches),
+            *(["--trainer.strategy.init_args.data_parallel", "3"] if "data_parallel" in message else []),
         ],
         message,
     )
