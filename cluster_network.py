@@ -3,8 +3,8 @@
 gloo binds the address the host name resolves to, and on stock Debian/Ubuntu that is a loopback address
 (127.0.1.1): across machines every rank then waits out the rendezvous timeout. Unless GLOO_SOCKET_IFNAME or
 NCCL_SOCKET_IFNAME is set, a rank of a job that spans machines uses the interface that reaches the rendezvous
-address (MASTER_ADDR: the master under torchrun and Kubernetes, the first worker's address under Dask). All launch
-paths go through `cli.run`, which applies this for the duration of the run.
+address (MASTER_ADDR, as torchrun, a cluster operator or a launcher set it: the machine of global rank 0). All
+launch paths go through `cli.run`, which applies this for the duration of the run.
 """
 
 import ipaddress
@@ -47,8 +47,8 @@ def chosen_interface(environ: Mapping[str, str]) -> str | None:
         return _interface_holding(source)
     if _is_address(master) or not _spans_machines(environ):
         return None
-    # This machine is the master, known by a name that resolves to loopback (its host name, or "localhost" as the
-    # Kubeflow operator sets in the master pod): the other machines reach it through its outward interface.
+    # This machine is the master, known by a name that resolves to loopback (its host name, or "localhost" as a
+    # cluster operator may set it on the master): the other machines reach it through its outward interface.
     return _outward_interface()
 
 
@@ -68,8 +68,7 @@ def rendezvous_network() -> Iterator[None]:
 def _interface_chosen() -> Iterator[None]:
     """Set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME (those the user left unset) to `chosen_interface` during a run.
 
-    The variables are restored afterwards: a Dask worker runs the next job, with another master, in the same
-    process.
+    The variables are restored afterwards: a launcher's worker process may run the next job, with another master.
     """
     interface = chosen_interface(os.environ)
     unset = [name for name in INTERFACE_VARIABLES if name not in os.environ]

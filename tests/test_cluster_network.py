@@ -38,4 +38,4 @@ def test_the_choice_lasts_for_the_run_and_leaves_the_users_setting_alone(monkeyp
         assert os.environ["GLOO_SOCKET_IFNAME"] == "chosen-by-the-user"
         assert os.environ["NCCL_SOCKET_IFNAME"] == f"={interface}"  # this interface only, not every name it prefixes
     assert os.environ["GLOO_SOCKET_IFNAME"] == "chosen-by-the-user"
-    assert "NCCL_SOCKET_IFNAME" not in os.environ  # a Dask worker's next job, with another master, chooses again
+    assert "NCCL_SOCKET_IFNAME" not in os.environ  # a launcher's next job in this process chooses again

@@ -1,5 +1,5 @@
-"""One job across machines, on emulated hosts (tests/helpers/hosts.py), started with the commands docs/clusters.md
-gives for several machines.
+"""One job across machines, on emulated hosts (tests/helpers/hosts.py), started with the commands the docs give for
+several machines.
 
 Every host runs the project from its installed wheel (tests/helpers/installed.py) in its own working directory,
 outside the checkout, with its own copy of the config and its own generated data. Each host's name resolves to a

@@ -1,6 +1,6 @@
 """The installed project works outside the checkout: every module the code can import at run time is in the wheel.
 
-A Dask scheduler unpickles the task and each worker or pod imports the run's modules from its installed copy, so
+A cluster's scheduler may unpickle the task, and each worker imports the run's modules from its installed copy, so
 a package missing from `pyproject.toml` fails only on another machine. The expected modules come from the work tree:
 a new folder of modules is expected in the wheel unless it is listed here as development-only.
 """

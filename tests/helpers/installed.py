@@ -1,9 +1,9 @@
 """The project as another machine gets it: its wheel, installed (not editable) into a fresh virtual environment.
 
-The environment reaches the running interpreter's site-packages (torch, Lightning, Dask) through a `.pth` line, so
-nothing is downloaded; that line does not run the site-packages' own `.pth` files, so an editable install of the
-checkout there stays invisible. Run from a directory outside the checkout, this Python imports the project only
-from the wheel.
+The environment reaches the running interpreter's site-packages (torch, Lightning and the rest) through a `.pth`
+line, so nothing is downloaded; that line does not run the site-packages' own `.pth` files, so an editable install
+of the checkout there stays invisible. Run from a directory outside the checkout, this Python imports the project
+only from the wheel.
 """
 
 import atexit
@@ -18,7 +18,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # What a build reads besides the packages themselves; never the checkout's environments, logs or data.
 NOT_BUILD_INPUTS = shutil.ignore_patterns(
-    ".*", "build", "dist", "*.egg-info", "__pycache__", "logs", "data", "wandb", "{{cookiecutter.project_slug}}*"
+    ".*",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "logs",
+    "data",
+    "wandb",  # cookiecutter: only with wandb
+    "{{cookiecutter.project_slug}}*",  # cookiecutter: only with template
 )
 
 __all__ = ["NOT_BUILD_INPUTS", "ROOT", "build_wheel", "installed_python"]
