@@ -504,8 +504,20 @@ class PipelineStrategy(DDPStrategy):
 
     @override
     def optimizer_state(self, optimizer) -> dict:
-        """Every stage's optimizer state, numbered as the single-device optimizer numbers its parameters."""
-        by_name = get_optimizer_state_dict(self.lightning_module, optimizer, options=BY_NAME)
+        """Every stage's optimizer state, numbered as the single-device optimizer numbers its parameters.
+
+        Before the first step there is no state to carry, and torch's helper would create it with a
+        zero-gradient step that Adam counts: only the parameter groups are saved then.
+        """
+        if optimizer.state:
+            by_name = get_optimizer_state_dict(self.lightning_module, optimizer, options=BY_NAME)
+        else:
+            names = {id(param): name for name, param in self.lightning_module.named_parameters()}
+            groups = [
+                {**_hyperparameters(group), "params": [names[id(param)] for param in group["params"]]}
+                for group in optimizer.param_groups
+            ]
+            by_name = {"state": {}, "param_groups": groups}
         parts = self._gather_on_first_process(move_data_to_device(by_name, "cpu"))
         if parts is None:
             return {}
@@ -515,6 +527,10 @@ class PipelineStrategy(DDPStrategy):
     def load_optimizer_state_dict(self, checkpoint) -> None:
         """Each process takes its own parameters' entries, by name, from the single-device layout."""
         for optimizer, state in zip(self.optimizers, checkpoint["optimizer_states"]):
+            if not state["state"]:  # saved before the first step: see optimizer_state
+                for group, saved in zip(optimizer.param_groups, state["param_groups"]):
+                    group.update(_hyperparameters(saved))
+                continue
             set_optimizer_state_dict(
                 self.lightning_module, optimizer, _named(state, self._parameter_names), options=BY_NAME
             )

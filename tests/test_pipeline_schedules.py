@@ -12,10 +12,16 @@ run by default; 1F1B, LoopedBFS and InterleavedZeroBubble are marked slow (`-m s
 from pathlib import Path
 
 import pytest
+import torch
+import torch.distributed as dist
+from lightning.pytorch import Trainer
 from strategy_runs import checkpoint, largest_difference, optimizer_tensors, run_ok
 from test_strategies import TOLERANCE, expect_user_error, logged
+from torch.utils.data import DataLoader, TensorDataset
 
 from conftest import ROOT, run_cli
+from lightning_modules.mlp_classifier import MLPClassifier
+from strategies import PipelineStrategy
 
 SETTINGS = """
 trainer:
@@ -177,3 +183,34 @@ def test_schedule_conditions_are_one_line_errors(
         ],
         message,
     )
+
+
+def test_checkpoint_before_the_first_step_resumes_with_the_first_step(tmp_path):
+    """torch's optimizer-state helper would give a fresh Adam a zero step of its own, which Adam counts."""
+    data = DataLoader(TensorDataset(torch.randn(16, 4), torch.randint(3, (16,))), batch_size=8)
+    model = MLPClassifier(3, input_size=4, hidden_sizes=(8,), num_stages=1, optimizer=torch.optim.Adam)
+
+    def trainer(steps: int) -> Trainer:
+        return Trainer(
+            accelerator="cpu",
+            devices=1,
+            strategy=PipelineStrategy(),
+            max_steps=steps,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+        )
+
+    try:
+        before_training = trainer(0)
+        before_training.fit(model, data)
+        before_training.save_checkpoint(tmp_path / "step0.ckpt")
+        assert torch.load(tmp_path / "step0.ckpt", weights_only=False)["optimizer_states"][0]["state"] == {}
+        one_step = trainer(1)
+        one_step.fit(model, data, ckpt_path=tmp_path / "step0.ckpt")
+        assert {float(state["step"]) for state in one_step.optimizers[0].state.values()} == {1.0}
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
