@@ -27,7 +27,7 @@ from strategy_runs import run_processes
 from conftest import ROOT
 
 SEED = int(os.environ.get("RESUME_TEST_SEED", random.randrange(1_000_000)))
-STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "pipeline_interleaved": 8, "ddp": 4}
+STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "pipeline_interleaved": 8, "pipeline_ddp": 4, "ddp": 4}
 STRATEGY_ARGS = {
     "single": [],
     "layer_split": ["--config", str(ROOT / "configs/strategies/layer_split.yaml")],
@@ -39,8 +39,14 @@ STRATEGY_ARGS = {
         *("--trainer.strategy.init_args.schedule", "Interleaved1F1B"),
         *("--model.init_args.hidden_sizes", "[32, 32, 32]", "--model.init_args.num_stages", "4"),
     ],
+    # 2 replicas of the 2-stage pipeline on 4 processes (slow: 4 processes a run).
+    "pipeline_ddp": [
+        *("--config", str(ROOT / "configs/strategies/pipeline.yaml")),
+        *("--trainer.strategy.init_args.data_parallel", "2", "--trainer.devices", "4"),
+    ],
 }
-RANKS = {"single": 1, "layer_split": 1, "ddp": 2, "pipeline": 2, "pipeline_interleaved": 2}
+RANKS = {"single": 1, "layer_split": 1, "ddp": 2, "pipeline": 2, "pipeline_interleaved": 2, "pipeline_ddp": 4}
+SLOW_STRATEGIES = ("pipeline_ddp",)
 SETTINGS = """
 trainer:
   max_epochs: 2
@@ -122,17 +128,29 @@ def assert_same_run(resumed: Path, uninterrupted: Path, context: str, extra_file
     )
 
 
+class UninterruptedRuns(dict):
+    """Each strategy's uninterrupted run, made the first time a test asks for it (slow strategies only then)."""
+
+    def __init__(self, tmp_path_factory, settings: Path):
+        super().__init__()
+        self.tmp_path_factory, self.settings = tmp_path_factory, settings
+
+    def __missing__(self, strategy: str) -> Path:
+        self[strategy] = self.tmp_path_factory.mktemp(f"uninterrupted-{strategy}")
+        run_ok(mlp_args(self.settings, self[strategy], strategy))
+        return self[strategy]
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, settings) -> dict[str, Path]:
-    runs = {}
-    for strategy in STRATEGY_ARGS:
-        runs[strategy] = tmp_path_factory.mktemp(f"uninterrupted-{strategy}")
-        run_ok(mlp_args(settings, runs[strategy], strategy))
-    return runs
+    return UninterruptedRuns(tmp_path_factory, settings)
 
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
-@pytest.mark.parametrize("strategy", list(STRATEGY_ARGS))
+@pytest.mark.parametrize(
+    "strategy",
+    [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_STRATEGIES else name for name in STRATEGY_ARGS],
+)
 def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, strategy, stop):
     draw = random.Random(f"{SEED}-{strategy}-{stop}")
     steps = STEPS_PER_EPOCH[strategy]
