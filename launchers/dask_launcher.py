@@ -608,7 +608,7 @@ class CheckpointReceiver:
         if checkpoint is None:
             return fallback, None
         for metrics in self.metrics_bases:
-            drop_rows_from_step(metrics, progress["batches_that_stepped"] + 1)
+            drop_rows_from_step(metrics, progress["first_logged_step"])
         return (checkpoint if self.shared_dir else Path(checkpoint).read_bytes()), progress["global_step"]
 
 

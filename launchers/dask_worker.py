@@ -350,7 +350,7 @@ def load_data_in_process(config: dict) -> None:
 
 
 def collect_run_dir(output_root: Path) -> dict:
-    """Every file the run wrote, as bytes by its path under the output root (a W&B logger's own files sit beside
+    """Every file the run wrote, as bytes by its path under the output root (a logger's own files may sit beside
     the run's folder), and the run's folder: where LightningCLI saved config.yaml."""
     saved_configs = sorted(output_root.rglob("config.yaml"))
     run_dir = saved_configs[0].parent if saved_configs else output_root

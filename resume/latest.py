@@ -67,10 +67,15 @@ def loadable(path: Path) -> tuple[dict | None, str]:
         return None, one_line(error)
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "loops" not in checkpoint:
         return None, "not a Lightning training checkpoint"
-    epoch_loop = checkpoint["loops"].get("fit_loop", {}).get("epoch_loop.state_dict", {})
+    fit_loop = checkpoint["loops"].get("fit_loop", {})
+    batches_that_stepped = fit_loop.get("epoch_loop.state_dict", {}).get("_batches_that_stepped", 0)
+    epochs = fit_loop.get("epoch_progress", {}).get("current", {})
+    # Saved at an epoch's end (between its `processed` and `completed`), the counter already counts the epoch's last
+    # step; saved after a batch, Lightning counts the step it resumes at once more (training_epoch_loop.reset).
+    at_epoch_end = epochs.get("processed", 0) > epochs.get("completed", 0)
     return {
         "global_step": checkpoint.get("global_step", 0),
-        "batches_that_stepped": epoch_loop.get("_batches_that_stepped", 0),
+        "first_logged_step": batches_that_stepped + (0 if at_epoch_end else 1),
     }, ""
 
 
@@ -178,8 +183,7 @@ def _in_directory(directory: Path, run_dir: Path | None) -> ResumePoint | None:
     if found is None:
         return None
     path, progress = found
-    # Lightning counts the step it resumes at once more than the saved counter (training_epoch_loop.reset).
-    return ResumePoint(path, run_dir, progress["global_step"], progress["batches_that_stepped"] + 1)
+    return ResumePoint(path, run_dir, progress["global_step"], progress["first_logged_step"])
 
 
 def resolve_last(config, checkpoint_root: str | None = None) -> None:

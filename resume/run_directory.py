@@ -32,7 +32,7 @@ RUN_NAMING_ARGUMENTS = ("version", "id")
 
 def run_directory(trainer: Trainer) -> Path:
     """The run's folder as Lightning's ModelCheckpoint places checkpoints in it; not a collective, unlike
-    `trainer.log_dir`, which for a W&B logger is the shared `save_dir` rather than the run's folder."""
+    `trainer.log_dir`, which for some loggers is their shared `save_dir` rather than the run's folder."""
     if not trainer.loggers:
         return Path(trainer.default_root_dir)
     logger = trainer.loggers[0]

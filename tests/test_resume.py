@@ -62,8 +62,6 @@ trainer:
       init_args: {{monitor: val/loss, mode: min, save_top_k: 1, filename: "best-epoch{{epoch:02d}}-step{{step}}"}}
     - class_path: lightning.pytorch.callbacks.ModelCheckpoint  # every epoch supersedes the file before it
       init_args: {{monitor: epoch, mode: max, save_top_k: 1, filename: "newest-{{epoch}}"}}
-    - class_path: lightning.pytorch.callbacks.LearningRateMonitor
-      init_args: {{logging_interval: step}}
     - class_path: callbacks.confusion_matrix.ConfusionMatrix
 model:
   init_args:
