@@ -15,7 +15,7 @@ NOISE = ("litlogger", "LeafSpec", "FLOPs", "Flops")
 
 @pytest.mark.smoke
 def test_a_run_prints_no_library_noise_and_still_warns(tmp_path, shapes_root):
-    config = EXAMPLE_CONFIGS[-1]  # mlp when kept: the fastest example
+    config = EXAMPLE_CONFIGS[-1]  # the last example kept is the fastest
     args = small_run_args(
         config, tmp_path, shapes_root, "--trainer.enable_model_summary", "true", "--trainer.log_every_n_steps", "50"
     )
