@@ -15,6 +15,7 @@ import hashlib
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -234,8 +235,10 @@ def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninter
     once = f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}"
     shared = ["--dask.checkpoint_dir", str(tmp_path / "shared")] if checkpoints == "in a shared directory" else []
     output = run_ok(mlp_args(settings, tmp_path, "single", *DASK, *shared, *fault(step, "SIGKILL", rank), once))
-    if shared:
-        assert (tmp_path / "shared" / "last.ckpt").is_file() and not list((tmp_path / "mlp").rglob("*.ckpt"))
+    if shared:  # the run's checkpoints in its own folder of the shared directory, the rest on the client
+        shared_checkpoints = tmp_path / "shared" / "mlp" / "version_0" / "checkpoints"
+        assert (shared_checkpoints / "last.ckpt").is_file() and not list((tmp_path / "mlp").rglob("*.ckpt"))
+        shutil.copytree(shared_checkpoints, tmp_path / "mlp" / "version_0" / "checkpoints")  # one run directory
     resumed_at = (step - 1) - (step - 1) % 2  # last.ckpt every 2 steps; the one due at `step` comes after the kill
     (story,) = [line for line in output.splitlines() if "restart 1 of" in line]
     assert f"rank {rank} (Dask worker" in story and "died: was killed by signal 9" in story, f"{context}\n{story}"
