@@ -2,6 +2,7 @@
 
 import csv
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -19,6 +20,22 @@ EXAMPLE_CONFIGS = [
     "lstm.yaml",  # cookiecutter: only with lstm
     "mlp.yaml",  # cookiecutter: only with mlp
 ]
+
+
+# What a launcher sets in the process that launches ranks. A test that runs one in this process must not leave it to
+# later tests, whose processes would take themselves for ranks started by someone else and wait forever.
+LAUNCHER_VARIABLES = re.compile(
+    r"(RANK|LOCAL_RANK|NODE_RANK|GROUP_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT)"
+)
+SESSION_LAUNCHER_VARIABLES = {name: value for name, value in os.environ.items() if LAUNCHER_VARIABLES.fullmatch(name)}
+
+
+@pytest.fixture(autouse=True)
+def launcher_variables_as_the_session_started():
+    yield
+    for name in [name for name in os.environ if LAUNCHER_VARIABLES.fullmatch(name)]:
+        del os.environ[name]
+    os.environ.update(SESSION_LAUNCHER_VARIABLES)
 
 
 @pytest.fixture(scope="session")

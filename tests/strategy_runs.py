@@ -9,12 +9,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import LAUNCHER_VARIABLES
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_processes(subcommand: str, args: list[str], timeout: float = 240, cwd: Path = ROOT) -> tuple[int, str]:
     """`python cli.py ...` in its own process group, so a hung multi-process run is killed whole."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    # A fresh command, as a user starts it: no rank variables a launcher left in this process.
+    inherited = {name: value for name, value in os.environ.items() if not LAUNCHER_VARIABLES.fullmatch(name)}
+    env = {**inherited, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "cli.py"), subcommand, *args],
         cwd=cwd,
