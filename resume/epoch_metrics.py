@@ -5,30 +5,17 @@ Lightning keeps them in memory only: the states of torchmetrics objects (not in 
 own accumulators of tensors logged with `on_epoch=True`.
 """
 
-import io
-
 import torch
-import torch.distributed as dist
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_warn
 from torchmetrics import Metric
 from typing_extensions import override
 
+from resume.random_state import gathered_from_every_rank
+
 __all__ = ["EpochMetrics"]
 
 CHECKPOINT_KEY = "epoch_metrics"
-
-
-def _gathered(trainer: Trainer, local: dict) -> list[dict]:
-    """Every rank's `local`, on every rank (rank 0 writes the checkpoint)."""
-    if trainer.world_size == 1 or not (dist.is_available() and dist.is_initialized()):
-        return [local]
-    buffer = io.BytesIO()
-    torch.save(local, buffer)
-    # As bytes: all_gather_object cannot unpickle tensors it pickled itself (torch 2.14).
-    gathered: list[bytes | None] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, buffer.getvalue())
-    return [torch.load(io.BytesIO(states), weights_only=False) for states in gathered]
 
 
 def _metric_objects(pl_module: LightningModule) -> dict[str, Metric]:
@@ -59,7 +46,7 @@ class EpochMetrics(Callback):
             "metrics": {name: _state_of(metric) for name, metric in _metric_objects(pl_module).items()},
             "logged": {key: dict(result.metric_state) for key, result in _logged_tensors(trainer).items()},
         }
-        checkpoint[CHECKPOINT_KEY] = {"epoch": trainer.current_epoch, "ranks": _gathered(trainer, local)}
+        checkpoint[CHECKPOINT_KEY] = {"epoch": trainer.current_epoch, "ranks": gathered_from_every_rank(trainer, local)}
 
     @override
     def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:

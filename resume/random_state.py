@@ -38,6 +38,16 @@ def _serialized(states: dict) -> bytes:
     return buffer.getvalue()
 
 
+def gathered_from_every_rank(trainer: Trainer, local: dict) -> list[dict]:
+    """Every rank's `local` (tensors and plain values), in rank order, on every rank: rank 0 writes the checkpoint."""
+    if trainer.world_size == 1 or not (dist.is_available() and dist.is_initialized()):
+        return [local]
+    # As bytes: all_gather_object cannot unpickle tensors it pickled itself (torch 2.14).
+    gathered: list[bytes | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, _serialized(local))
+    return [torch.load(io.BytesIO(states), weights_only=True) for states in gathered]
+
+
 class RandomState(Callback):
     """Saves torch, CUDA, numpy and Python random states of every rank; restores them just before training resumes.
 
@@ -51,14 +61,7 @@ class RandomState(Callback):
 
     @override
     def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
-        local = current_states()
-        if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            # As bytes: all_gather_object cannot unpickle tensors it pickled itself (torch 2.14).
-            gathered: list[bytes | None] = [None] * dist.get_world_size()
-            dist.all_gather_object(gathered, _serialized(local))
-            checkpoint[CHECKPOINT_KEY] = [torch.load(io.BytesIO(states), weights_only=True) for states in gathered]
-        else:
-            checkpoint[CHECKPOINT_KEY] = [local]
+        checkpoint[CHECKPOINT_KEY] = gathered_from_every_rank(trainer, current_states())
 
     @override
     def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict) -> None:
