@@ -20,6 +20,7 @@ from sweeps import trials
 from sweeps.channel import DriverSide
 from sweeps.options import SweepOptions
 from sweeps.space import as_overrides
+from sweeps.trial_logging import TrialLogging
 
 POLL_S = 0.1
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -88,9 +89,17 @@ def _pruner(options: SweepOptions) -> optuna.pruners.BasePruner:
 class Driver:
     """Keeps `options.parallel` trials running until the study holds `options.trials` finished ones."""
 
-    def __init__(self, options: SweepOptions, study: optuna.Study, space: dict, base_config: Path, sweep_dir: Path):
+    def __init__(
+        self,
+        options: SweepOptions,
+        study: optuna.Study,
+        space: dict,
+        base_config: Path,
+        sweep_dir: Path,
+        logging: TrialLogging,
+    ):
         self.options, self.study, self.space = options, study, space
-        self.base_config, self.sweep_dir = base_config, sweep_dir
+        self.base_config, self.sweep_dir, self.logging = base_config, sweep_dir, logging
         self.running: list[RunningTrial] = []
         self.stopping = False
 
@@ -155,8 +164,8 @@ class Driver:
         channel = {"channel": str(run.channel.channel), "metric": self.options.metric, "driver_pid": os.getpid()}
         reporter = {"class_path": "sweeps.pruning.ReportToDriver", "init_args": channel}
         arguments = ["--config", str(self.base_config), *as_overrides(run.trial.params)]
-        arguments += ["--trainer.logger.init_args.save_dir", str(self.sweep_dir)]
-        arguments += ["--trainer.logger.init_args.name", run.directory.name, "--ckpt_path", "last"]
+        arguments += self.logging.arguments(self.sweep_dir, run.directory, self.study.study_name)
+        arguments += ["--ckpt_path", "last"]
         arguments += ["--trainer.callbacks+", json.dumps(reporter)]
         # cookiecutter: only with dask
         if getattr(self.options, "ranks_per_trial", None) is not None:

@@ -102,6 +102,7 @@ PATHS = {
         "benchmarks/sweep.py",
     ],
     "sweep and mlp": ["configs/sweeps/mlp.yaml"],
+    "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
     "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
 }
 
