@@ -1,10 +1,15 @@
 """The CNN example: a torchvision backbone picked by name, trained as an image classifier."""
 
 import torch
+from jsonargparse.typing import PositiveInt  # cookiecutter: only with mlp
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import nn  # cookiecutter: only with mlp
+from torchvision.models import ResNet  # cookiecutter: only with mlp
 
+from errors import UserInputError  # cookiecutter: only with mlp
 from lightning_modules.classification import ClassificationModule
 from models.image_backbones import build_backbone
+from models.staged_resnet import PARTS, StagedResNet  # cookiecutter: only with mlp
 
 
 class ImageClassifier(ClassificationModule):
@@ -13,6 +18,7 @@ class ImageClassifier(ClassificationModule):
         num_classes: int,
         backbone: str = "resnet18",
         pretrained: bool = False,
+        num_stages: PositiveInt = 2,  # cookiecutter: only with mlp
         optimizer: OptimizerCallable = torch.optim.Adam,
         scheduler: LRSchedulerCallable | None = None,
     ):
@@ -21,7 +27,27 @@ class ImageClassifier(ClassificationModule):
             num_classes: linked from the datamodule by `cli.py`.
             backbone: any torchvision classification model name (resnet18, resnet50, ...).
             pretrained: start from ImageNet weights; they must be in the torch hub cache when offline.
+            num_stages: consecutive stages a ResNet is grouped into, for the pipeline.  # cookiecutter: only with mlp
         """
         super().__init__(num_classes, optimizer, scheduler)
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.network = build_backbone(backbone, num_classes, pretrained)
+        # cookiecutter: only with mlp
+        if isinstance(self.network, ResNet):
+            if num_stages > len(PARTS):
+                raise UserInputError(
+                    f"--model.init_args.num_stages {num_stages} is more than {backbone}'s {len(PARTS)} parts "
+                    f"({', '.join(PARTS)}); lower it"
+                )
+            self.network = StagedResNet(self.network, num_stages)
+
+    def stages(self) -> list[nn.Module]:
+        if not isinstance(self.network, StagedResNet):
+            raise UserInputError(
+                f"backbone {self.hparams.backbone!r} has no known split into stages; the model-parallel strategies "
+                "split ResNets (resnet*, wide_resnet*, resnext*, e.g. --model.init_args.backbone resnet18); "
+                "or use --trainer.strategy ddp"
+            )
+        return self.network.stages()
+
+    # cookiecutter: end

@@ -2,14 +2,7 @@
 
 from torch import nn
 
-from models.staged import run_stages
-
-
-def _split_evenly(blocks: list[nn.Module], num_stages: int) -> list[nn.Sequential]:
-    if not 1 <= num_stages <= len(blocks):
-        raise ValueError(f"num_stages must be between 1 and the number of layers ({len(blocks)}), got {num_stages}")
-    bounds = [round(i * len(blocks) / num_stages) for i in range(num_stages + 1)]
-    return [nn.Sequential(*blocks[start:end]) for start, end in zip(bounds, bounds[1:])]
+from models.staged import even_groups, run_stages
 
 
 class StagedMLP(nn.Module):
@@ -27,7 +20,7 @@ class StagedMLP(nn.Module):
             nn.Sequential(nn.Linear(n_in, n_out), nn.ReLU()) for n_in, n_out in zip(sizes, sizes[1:])
         ]
         blocks.append(nn.Linear(sizes[-1], num_classes))
-        stages = _split_evenly(blocks, num_stages)
+        stages = [nn.Sequential(*(blocks[i] for i in group)) for group in even_groups(len(blocks), num_stages)]
         stages[0].insert(0, nn.Flatten())
         self.blocks = nn.ModuleList(stages)
 

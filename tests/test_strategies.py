@@ -251,10 +251,12 @@ def expect_user_error(capsys, args: list[str], message: str) -> None:
 
 # cookiecutter: only with cnn
 @pytest.mark.parametrize("strategy", ["layer_split", "pipeline"])
-def test_model_without_stages_is_refused(capsys, tmp_path, shapes_root, strategy):
+def test_backbone_without_stages_is_refused(capsys, tmp_path, shapes_root, strategy):
     args = [
         "--config",
         str(ROOT / "configs" / "cnn.yaml"),
+        "--model.init_args.backbone",
+        "mobilenet_v3_small",
         "--trainer.logger.init_args.save_dir",
         str(tmp_path),
         "--data.init_args.root",
@@ -268,7 +270,7 @@ def test_model_without_stages_is_refused(capsys, tmp_path, shapes_root, strategy
         "--trainer.devices",
         "1",
     ]
-    expect_user_error(capsys, args, "ImageClassifier does not declare stages()")
+    expect_user_error(capsys, args, "backbone 'mobilenet_v3_small' has no known split into stages")
 
 
 # cookiecutter: end
