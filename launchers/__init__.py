@@ -15,6 +15,9 @@ class DaskOptions:
         n_workers: Start an embedded LocalCluster with this many worker processes. With `address`,
             use only this many of the existing cluster's workers (by default all of them).
         address: Scheduler address of an existing cluster, e.g. tcp://HOST:8786.
+        workers: With `address`, run on exactly these workers, named as `dask worker --name` named them (or by
+            address); rank i on the i-th. Jobs sharing a cluster, such as a sweep's concurrent trials, each take
+            their own. A worker its nanny restarts keeps its name, so a restarted job finds it again.
         restart: Restart the cluster's workers before the run, which clears their memory.
         timeout_s: Seconds that the rendezvous and every collective may wait for the other ranks
             before the run fails instead of hanging.
@@ -32,6 +35,7 @@ class DaskOptions:
 
     n_workers: int | None = None
     address: str | None = None
+    workers: list[str] | None = None
     restart: bool = False
     timeout_s: float = 600.0
     max_restarts: int | None = None

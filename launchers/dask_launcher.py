@@ -166,8 +166,16 @@ def check_options(options: DaskOptions) -> None:
         raise UserInputError(f"--dask.timeout_s must be positive, got {options.timeout_s}")
     if options.max_restarts is not None and options.max_restarts < 0:
         raise UserInputError(f"--dask.max_restarts must be 0 or more, got {options.max_restarts}")
-    if options.min_workers is not None and options.address is None:
-        raise UserInputError("--dask.min_workers applies to an existing cluster (--dask.address)")
+    for name in ("min_workers", "workers"):
+        if getattr(options, name) is not None and options.address is None:
+            raise UserInputError(f"--dask.{name} applies to an existing cluster (--dask.address)")
+    if options.workers is not None:
+        if not options.workers or len(set(options.workers)) != len(options.workers):
+            raise UserInputError(f"--dask.workers must name distinct workers, got {options.workers}")
+        if options.n_workers is not None and options.n_workers != len(options.workers):
+            raise UserInputError(
+                f"--dask.n_workers {options.n_workers} disagrees with the {len(options.workers)} --dask.workers"
+            )
 
 
 def run_attempt(
@@ -307,6 +315,8 @@ def recorded_worker_deaths() -> Iterator[dict[int, str]]:
 
 def chosen_workers(client: Client, options: DaskOptions, ranks: int | None = None) -> list[str]:
     """Worker addresses in a stable order; rank i runs on the i-th. A restart (`ranks` known) waits for as many."""
+    if options.workers is not None:
+        return named_workers(client, options.workers, restart=ranks is not None)
     wanted = ranks or options.n_workers
     if wanted is not None:
         try:
@@ -331,6 +341,24 @@ def chosen_workers(client: Client, options: DaskOptions, ranks: int | None = Non
     if not workers:
         raise UserInputError(f"the Dask cluster at {options.address} has no workers")
     return workers[:wanted]
+
+
+def named_workers(client: Client, names: list[str], restart: bool) -> list[str]:
+    """The addresses of the workers `--dask.workers` names, once all of them are connected."""
+    deadline = time.monotonic() + (REPLACEMENT_WAIT_S if restart else CLUSTER_TIMEOUT_S)
+    while True:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        by_name = {str(worker.get("name")): address for address, worker in workers.items()}
+        found = {**by_name, **{address: address for address in workers}}
+        missing = [name for name in names if name not in found]
+        if not missing:
+            return [found[name] for name in names]
+        if time.monotonic() > deadline:
+            message = f"the Dask cluster at {client.scheduler.address} has no worker named {', '.join(missing)}"
+            if restart:
+                raise SystemExit(f"error: the Dask run stopped: {message}")
+            raise UserInputError(f"{message} (--dask.workers); its workers: {', '.join(sorted(by_name)) or 'none'}")
+        time.sleep(POLL_S)
 
 
 def rank_strategy(strategy, timeout_s: float) -> dict:

@@ -12,8 +12,10 @@ from pathlib import Path
 
 REPORTS = "reports.jsonl"
 PRUNE, CONTINUE = "prune", "continue"
+# A channel named `dask:NAME` goes through the Dask scheduler instead (sweeps/dask_trials.py).
+DASK_PREFIX = "dask:"
 POLL_S = 0.05
-__all__ = ["DriverSide", "report_and_wait"]
+__all__ = ["DASK_PREFIX", "DriverSide", "LocalPlacement", "report_and_wait"]
 
 
 def report_and_wait(channel: Path, step: int, value: float, driver_pid: int | None, timeout_s: float) -> bool:
@@ -71,3 +73,23 @@ class DriverSide:
         partial.write_text(PRUNE if prune else CONTINUE)
         os.replace(partial, path)  # the trial reads a whole decision or none
         return prune
+
+
+class LocalPlacement:
+    """Where trials run when nothing else is asked: on this machine, reporting through files in their directory.
+
+    `take` gives a starting trial the launcher arguments that place it (none here), `give_back` returns them when it
+    ends; the Dask placements (`sweeps.dask_trials`) hand out workers this way.
+    """
+
+    def __init__(self, extra_arguments: tuple[str, ...] = ()):
+        self.extra_arguments = list(extra_arguments)
+
+    def take(self) -> list[str]:
+        return list(self.extra_arguments)
+
+    def give_back(self, arguments: list[str]) -> None:
+        pass
+
+    def channel(self, name: str, directory: Path) -> DriverSide:
+        return DriverSide(directory / "channel")

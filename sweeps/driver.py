@@ -17,7 +17,7 @@ from pathlib import Path
 import optuna
 
 from sweeps import trials
-from sweeps.channel import DriverSide
+from sweeps.channel import DriverSide, LocalPlacement
 from sweeps.options import SweepOptions
 from sweeps.space import as_overrides
 from sweeps.trial_logging import TrialLogging
@@ -37,6 +37,7 @@ class RunningTrial:
     channel: DriverSide
     port: int
     process: subprocess.Popen | None = None
+    placed: list[str] = field(default_factory=list)  # the launcher arguments its placement gave it
     reported: set = field(default_factory=set)
     last_value: float | None = None
     pruned: bool = False
@@ -97,9 +98,16 @@ class Driver:
         base_config: Path,
         sweep_dir: Path,
         logging: TrialLogging,
+        placement=None,
     ):
+        """
+        Args:
+            placement: where trials run and how they report (`sweeps.channel.LocalPlacement`, the default, or
+                one of `sweeps.dask_trials`).
+        """
         self.options, self.study, self.space = options, study, space
         self.base_config, self.sweep_dir, self.logging = base_config, sweep_dir, logging
+        self.placement = placement or LocalPlacement()
         self.running: list[RunningTrial] = []
         self.stopping = False
 
@@ -147,7 +155,8 @@ class Driver:
 
     def _prepared(self, trial: optuna.Trial, reported: dict) -> RunningTrial:
         directory = self.sweep_dir / f"trial_{trial.number}"
-        run = RunningTrial(trial, directory, DriverSide(directory / "channel"), port=0)
+        channel = self.placement.channel(f"sweep-{self.study.study_name}-trial-{trial.number}", directory)
+        run = RunningTrial(trial, directory, channel, port=0)
         run.reported = set(reported)
         if reported:
             run.last_value = reported[max(reported)]
@@ -156,6 +165,7 @@ class Driver:
     def _start(self, run: RunningTrial) -> None:
         trials.wait_for_earlier_process(run.directory)
         run.port = trials.free_port({other.port for other in self.running})
+        run.placed = self.placement.take()
         run.process = trials.start(self._arguments(run), run.directory, run.port)
         self.running.append(run)
         say(f"trial {run.trial.number} started: {_shown(run.trial.params)} (log: {run.directory / trials.LOG})")
@@ -166,11 +176,7 @@ class Driver:
         arguments = ["--config", str(self.base_config), *as_overrides(run.trial.params)]
         arguments += self.logging.arguments(self.sweep_dir, run.directory, self.study.study_name)
         arguments += ["--ckpt_path", "last"]
-        arguments += ["--trainer.callbacks+", json.dumps(reporter)]
-        # cookiecutter: only with dask
-        if getattr(self.options, "ranks_per_trial", None) is not None:
-            arguments += ["--dask.n_workers", str(self.options.ranks_per_trial)]  # an embedded cluster per trial
-        # cookiecutter: end
+        arguments += ["--trainer.callbacks+", json.dumps(reporter), *run.placed]
         return arguments
 
     def _poll(self, run: RunningTrial) -> None:
@@ -184,6 +190,7 @@ class Driver:
             exit_code = 128 - exit_code
         self._read_reports(run)
         self.running.remove(run)
+        self.placement.give_back(run.placed)
         number = run.trial.number
         if exit_code == 0 and run.pruned:
             self.study.tell(run.trial, state=STATE.PRUNED)

@@ -5,7 +5,7 @@ from pathlib import Path
 from lightning.pytorch import Callback
 from typing_extensions import override
 
-from sweeps.channel import report_and_wait
+from sweeps import channel as file_channel
 
 __all__ = ["ReportToDriver"]
 
@@ -14,14 +14,15 @@ class ReportToDriver(Callback):
     """Reports `metric` to the sweep driver after every validation and stops the trial when the driver prunes it.
 
     Args:
-        channel: the folder shared with the driver (`sweeps.channel`).
+        channel: the folder shared with the driver (`sweeps.channel`), or `dask:NAME` for a trial on an existing
+            Dask cluster, whose rank 0 reports through the scheduler (`sweeps.dask_trials`).
         metric: the logged metric the study optimises.
         driver_pid: the driver's process id; a rank 0 on the driver's machine stops waiting when it is gone.
         timeout_s: how long to wait for a decision before training on unpruned.
     """
 
     def __init__(self, channel: str, metric: str, driver_pid: int | None = None, timeout_s: float = 600.0):
-        self.channel = Path(channel)
+        self.channel = channel
         self.metric = metric
         self.driver_pid = driver_pid
         self.timeout_s = timeout_s
@@ -33,7 +34,14 @@ class ReportToDriver(Callback):
         prune = False
         if trainer.is_global_zero and self.metric in trainer.callback_metrics:
             value = float(trainer.callback_metrics[self.metric])
-            prune = report_and_wait(self.channel, trainer.global_step, value, self.driver_pid, self.timeout_s)
+            prune = self._report_and_wait(trainer.global_step, value)
         # Every rank stops at the same step, as rank 0 was told.
         if trainer.strategy.broadcast(prune, src=0):
             trainer.should_stop = True
+
+    def _report_and_wait(self, step: int, value: float) -> bool:
+        if self.channel.startswith(file_channel.DASK_PREFIX):
+            from sweeps.dask_trials import report_and_wait
+
+            return report_and_wait(self.channel.removeprefix(file_channel.DASK_PREFIX), step, value, self.timeout_s)
+        return file_channel.report_and_wait(Path(self.channel), step, value, self.driver_pid, self.timeout_s)

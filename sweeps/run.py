@@ -34,7 +34,7 @@ def run_sweep(options: SweepOptions, training_arguments: list[str]) -> None:
     (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False))
     study = open_study(options, name, sweep_dir, space)
     say(f"study {name} in {options.storage or sweep_dir / 'study.journal'}: {len(study.trials)} trial(s) so far")
-    Driver(options, study, space, base_path, sweep_dir, logging).run()
+    Driver(options, study, space, base_path, sweep_dir, logging, trial_placement(options, base)).run()
     write_results(study, base, sweep_dir, options.metric)
 
 
@@ -56,3 +56,21 @@ def resolved_training_config(arguments: list[str]) -> str:
         print(result.stderr, end="", file=sys.stderr)
         sys.exit(result.returncode)
     return result.stdout
+
+
+def trial_placement(options: SweepOptions, base: dict):
+    """Where the trials run: this machine (None), or Dask when `--sweep.ranks_per_trial` asks for it."""
+    # cookiecutter: only with dask
+    address = (base.get("dask") or {}).get("address")
+    ranks_per_trial = getattr(options, "ranks_per_trial", None)
+    if address is not None and ranks_per_trial is None:
+        raise UserInputError(
+            "trials on an existing Dask cluster (--dask.address) need --sweep.ranks_per_trial, the workers each "
+            "trial holds, so that concurrent trials never share one"
+        )
+    if ranks_per_trial is not None:
+        from sweeps.dask_trials import placement
+
+        return placement(address, ranks_per_trial, options.parallel)
+    # cookiecutter: end
+    return None

@@ -23,6 +23,7 @@ def start(arguments: list[str], directory: Path, port: int) -> subprocess.Popen:
     """Run `cli.py fit ARGUMENTS` in its own session (Ctrl-C reaches the driver, which stops trials with SIGTERM)."""
     environment = {key: value for key, value in os.environ.items() if key not in JOB_VARIABLES}
     environment["MASTER_PORT"] = str(port)
+    directory.mkdir(parents=True, exist_ok=True)
     with (directory / LOG).open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, str(CLI), "fit", *arguments],

@@ -103,6 +103,7 @@ PATHS = {
     ],
     "sweep and mlp": ["configs/sweeps/mlp.yaml"],
     "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
+    "sweep and dask": ["sweeps/dask_trials.py"],
     "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
 }
 
