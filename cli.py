@@ -27,6 +27,7 @@ from resume.epoch_metrics import EpochMetrics
 from resume.latest import check_fits, resolve_last
 from resume.moved_checkpoints import MovedCheckpoints
 from resume.random_state import RandomState
+from resume.replaced_settings import ReplacedSettings
 from resume.torchrun_restarts import separate_restart_attempts
 
 LOST_PEER_EXIT_CODE = 128 + signal.SIGABRT
@@ -55,10 +56,11 @@ class TemplateCLI(LightningCLI):
             save_config_kwargs={"overwrite": False},
             # Whatever a run writes goes under logs/, also without a logger (fast_dev_run) or checkpoint directory.
             # Every run carries what makes a resumed run continue bit for bit: random state, epoch aggregates, and
-            # checkpoint trackers that follow a run resumed in another folder.
+            # checkpoint trackers that follow a run resumed in another folder; and a resumed run says which settings
+            # of its config the checkpoint's optimizer and scheduler state replaces.
             trainer_defaults={
                 "default_root_dir": "logs",
-                "callbacks": [RandomState(), EpochMetrics(), MovedCheckpoints()],
+                "callbacks": [RandomState(), EpochMetrics(), MovedCheckpoints(), ReplacedSettings()],
             },
         )
         super().__init__(**{**settings, **kwargs})

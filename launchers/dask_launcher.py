@@ -34,13 +34,14 @@ from distributed.utils import open_port
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
 
-from errors import UserInputError, find_user_error, one_line
+from errors import UserInputError, find_user_error, lost_peer, one_line
 from launchers import DaskOptions
 from launchers.dask_worker import (
     DaskRankEnvironment,
     MetricsToClient,
     as_list,
     class_path,
+    first_step_event,
     job_reference,
     run_rank,
 )
@@ -69,6 +70,7 @@ REPLACEMENT_WAIT_S = 30
 # See DaskOptions.max_restarts.
 EMBEDDED_MAX_RESTARTS = 1
 EXISTING_MAX_RESTARTS = 3
+URL_ONLY = re.compile(r"\S+://\S+")
 DEATH_MESSAGE = re.compile(r"Worker process (\d+) (.+)")
 EMBEDDED_CLUSTER_CONFIG = {
     # DataLoader workers are child processes, which a daemonic Dask worker may not start.
@@ -126,7 +128,7 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
         max_restarts = options.max_restarts
         if max_restarts is None:
             max_restarts = EMBEDDED_MAX_RESTARTS if embedded else EXISTING_MAX_RESTARTS
-        ranks = None
+        ranks, previous_cause = None, None
         for restart in range(max_restarts + 1):
             workers = chosen_workers(client, options, ranks)
             ranks = ranks or len(workers)
@@ -134,15 +136,24 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
             try:
                 results = run_attempt(job, subcommand, resolved, strategy, client, workers, checkpoint, receiver)
             except RankFailure as failure:
-                last = restart == max_restarts or failure.user_error is not None
+                cause = failure.cause(death_reasons)
+                # Failing again the same way before any training step: a restart would only repeat it.
+                repeated = not failure.stepped and cause == previous_cause
+                last = restart == max_restarts or failure.user_error is not None or repeated
                 # Read before cancelling changes what it reads; a user error needs its one line, no traceback.
                 report = failure.report(death_reasons, tracebacks=last and failure.user_error is None)
                 stop_ranks(client, failure.futures, workers, cluster_closes=embedded and last)
                 if failure.user_error is not None:  # bad input fails the same way every time
                     raise failure.user_error from None
+                if repeated:
+                    raise SystemExit(
+                        f"error: the Dask run stopped: {report} (again before the first training step, as in the "
+                        "attempt before: a restart does not heal it)"
+                    ) from None
                 if last:
                     restarts = f" after {max_restarts} restart(s)" if max_restarts else ""
                     raise SystemExit(f"error: the Dask run stopped{restarts}: {report}") from None
+                previous_cause = cause
                 checkpoint, step = receiver.resume_point(checkpoint)
                 resumed = f"resuming at step {step}" if step is not None else "from the start: no checkpoint yet"
                 log.info(f"dask: {report}; restart {restart + 1} of {max_restarts}, {resumed}")
@@ -234,7 +245,8 @@ def run_attempt(
         stop_ranks(client, futures, workers, cluster_closes=False)
         raise
     if failed:
-        raise RankFailure(client, failed, futures, workers, pids)
+        stepped = Event(first_step_event(topic), client=client).is_set()
+        raise RankFailure(client, failed, futures, workers, pids, stepped)
     return [future.result() for future in futures]
 
 
@@ -482,11 +494,21 @@ def stop_ranks(client: Client, futures: list, workers: list[str], cluster_closes
 
 
 class RankFailure(Exception):
-    """Ranks of one attempt failed: which, on which worker, and why; `user_error` when a rank reported bad input."""
+    """Ranks of one attempt failed: which, on which worker, and why; `user_error` when a rank reported bad input;
+    `stepped` when rank 0 had taken a training step."""
 
-    def __init__(self, client: Client, failed: set[int], futures: list, workers: list[str], pids: dict[str, int]):
+    def __init__(
+        self,
+        client: Client,
+        failed: set[int],
+        futures: list,
+        workers: list[str],
+        pids: dict[str, int],
+        stepped: bool = False,
+    ):
         super().__init__(failed)
         self.client, self.failed, self.futures, self.workers, self.pids = client, failed, futures, workers, pids
+        self.stepped = stepped
         self.user_error = None
         if all(futures[rank].status == "error" for rank in failed):  # no dead worker: the ranks' own errors
             user_errors = [(rank, find_user_error(futures[rank].exception())) for rank in sorted(failed)]
@@ -498,26 +520,50 @@ class RankFailure(Exception):
         worker = self.workers[rank]
         return f"rank {rank} (Dask worker {worker}, pid {self.pids[worker]})"
 
+    def _deaths(self, death_reasons: dict[int, str]) -> list[tuple[int, str]]:
+        """(rank, what ended it) for ranks whose worker died or whose task was cancelled."""
+        deaths = []
+        for rank in sorted(self.failed):
+            future, worker = self.futures[rank], self.workers[rank]
+            if future.status == "cancelled":
+                deaths.append((rank, "was cancelled outside this run"))
+            elif future.status != "error":
+                reason = death_reasons.get(self.pids[worker]) or removal_reason(self.client, worker)
+                deaths.append((rank, f"died: {reason}"))
+        return deaths
+
+    def _errors(self) -> list[tuple[int, BaseException]]:
+        return [
+            (rank, self.futures[rank].exception())
+            for rank in sorted(self.failed)
+            if self.futures[rank].status == "error"
+        ]
+
+    def cause(self, death_reasons: dict[int, str]) -> frozenset[str]:
+        """What failed, without ranks, addresses or numbers: equal for two attempts that failed the same way.
+
+        A dead worker is the cause when there is one; else the ranks' own errors, broken connections to another
+        rank only when nothing else failed.
+        """
+        if deaths := self._deaths(death_reasons):
+            causes = [cause for _, cause in deaths]
+        else:
+            errors = self._errors()
+            own = [error for _, error in errors if lost_peer(error) is None] or [error for _, error in errors]
+            causes = [underlying_cause(error) for error in own]
+        return frozenset(re.sub(r"\d+", "#", cause) for cause in causes)
+
     def report(self, death_reasons: dict[int, str], tracebacks: bool = False) -> str:
         """One line: a dead worker or a cancelled task is the cause; other ranks' errors then are broken connections.
 
         With `tracebacks`, the errors of ranks that raised on their own are also logged in full.
         """
-        causes, errors = [], []
-        for rank in sorted(self.failed):
-            future, worker = self.futures[rank], self.workers[rank]
-            if future.status == "error":
-                errors.append((self._where(rank), future.exception()))
-            elif future.status == "cancelled":
-                causes.append(f"{self._where(rank)} was cancelled outside this run")
-            else:
-                reason = death_reasons.get(self.pids[worker]) or removal_reason(self.client, worker)
-                causes.append(f"{self._where(rank)} died: {reason}")
-        if causes:  # the other ranks' errors are then broken connections to the dead or cancelled one
-            errors = []
-        for where, error in errors if tracebacks else []:
-            log.error(f"dask: {where} raised:\n{''.join(traceback.format_exception(error))}")
-        reports = causes + [f"{where} failed: {type(error).__name__}: {one_line(error)}" for where, error in errors]
+        deaths = self._deaths(death_reasons)
+        errors = [] if deaths else self._errors()  # else broken connections to the dead or cancelled rank
+        for rank, error in errors if tracebacks else []:
+            log.error(f"dask: {self._where(rank)} raised:\n{''.join(traceback.format_exception(error))}")
+        reports = [f"{self._where(rank)} {cause}" for rank, cause in deaths]
+        reports += [f"{self._where(rank)} failed: {underlying_cause(error)}" for rank, error in errors]
         # A rank still running when another timed out waiting for it is the one that hung.
         running = [
             f"rank {rank} (Dask worker {self.workers[rank]})"
@@ -527,6 +573,20 @@ class RankFailure(Exception):
         if running:
             reports.append(f"still running: {', '.join(running)}")
         return "; ".join(reports)
+
+
+def underlying_cause(error: BaseException) -> str:
+    """`Type: message` of `error` in one line; when its message ends in a bare URL (Dask's "Error during
+    deserialization of the task graph ... see https://..."), of the exception that caused it, with the first
+    sentence of the wrapper after it: the ModuleNotFoundError says what, the wrapper where."""
+    line = one_line(error)
+    if not (URL_ONLY.fullmatch(line) and error.__cause__ is not None):
+        return f"{type(error).__name__}: {line}"
+    root = error.__cause__
+    while root.__cause__ is not None and root.__cause__ is not root:
+        root = root.__cause__
+    wrapper = " ".join(str(error).split()).split(". ")[0].rstrip(".")
+    return f"{type(root).__name__}: {one_line(root)} ({type(error).__name__}: {wrapper})"
 
 
 def removal_reason(client: Client, worker: str) -> str:

@@ -90,6 +90,7 @@ class MetricsToClient(Callback):
         """
         self.topic, self.queue = topic, queue
         self._checkpoint_saved = False
+        self._stepped = False
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._send(trainer, "fit")
@@ -107,6 +108,15 @@ class MetricsToClient(Callback):
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
         self._send_metrics_file(trainer)
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
+        """Tell the client once that training got past its first step: a failure after it may heal on a restart."""
+        if self._stepped or not trainer.is_global_zero:
+            return
+        from distributed import Event, get_client
+
+        Event(first_step_event(self.topic), client=get_client()).set()
+        self._stepped = True
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._send_metrics_file(trainer)
@@ -136,6 +146,11 @@ class MetricsToClient(Callback):
             self.topic,
             {"stage": stage, "epoch": trainer.current_epoch, "step": trainer.global_step, "metrics": metrics},
         )
+
+
+def first_step_event(topic: str) -> str:
+    """The Dask event rank 0 sets after the attempt's first training step."""
+    return f"{topic}-first-step"
 
 
 # How long rank 0 waits for the client to store a checkpoint before it trains on without that guarantee.

@@ -173,6 +173,28 @@ def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_p
     assert re.search(r"still running: rank 1 \(Dask worker tcp://\S+\)$", report), report
 
 
+@pytest.mark.timeout(240)
+def test_a_failure_that_repeats_before_the_first_step_stops_after_two_attempts(tmp_path):
+    """Every worker's environment names a network interface that does not exist: each attempt fails at the
+    rendezvous, before any training step, so the second attempt's failure ends the job instead of 3 more restarts."""
+    args = small_run_args("lstm.yaml", tmp_path, None, "--dask.n_workers", "2", "--dask.max_restarts", "3")
+    result = subprocess.run(
+        [sys.executable, "cli.py", "fit", *args],
+        cwd=ROOT,
+        env={**SUBPROCESS_ENV, "GLOO_SOCKET_IFNAME": "nosuchif0"},
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-4000:]
+    assert "restart 1 of 3" in output and "restart 2 of 3" not in output, output[-4000:]
+    (error_line,) = [line for line in output.splitlines() if line.startswith("error:")]
+    assert re.search(r"rank \d \(Dask worker \S+, pid \d+\) failed: \w+: .*nosuchif0", error_line), error_line
+    assert "a restart does not heal it" in error_line
+    assert not list(tmp_path.rglob("*.ckpt"))
+
+
 @pytest.mark.timeout(300)
 def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_path, capsys, caplog):
     from distributed import LocalCluster
