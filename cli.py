@@ -4,6 +4,7 @@ Every run, on a laptop or a cluster, goes through this LightningCLI; strategies 
 launchers only change how many processes run it and where.
 """
 
+import inspect
 import logging
 import signal
 import sys
@@ -93,6 +94,17 @@ class TemplateCLI(LightningCLI):
             # cookiecutter: end
             resolve_last(config, checkpoint_root)
         check_checkpoint_exists(config.ckpt_path)
+
+    def after_instantiate_classes(self) -> None:
+        """Lightning records a link's value among the model's hyperparameters also when the model has no such
+        argument; resuming its checkpoint would then pass it to the model's __init__."""
+        model = getattr(self, "model", None)
+        if model is None:
+            return
+        accepted = inspect.signature(type(model).__init__).parameters
+        for name in DATA_TO_MODEL_LINKS:
+            if name not in accepted:
+                model.hparams.pop(name, None)
 
     def before_fit(self) -> None:
         check_fits(self.model, self.config.fit.ckpt_path)

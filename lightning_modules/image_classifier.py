@@ -33,6 +33,9 @@ class ImageClassifier(ClassificationModule):
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.network = build_backbone(backbone, num_classes, pretrained)
         # cookiecutter: only with mlp
+        # Any number of stages loads any checkpoint: a resumed run takes num_stages from its command line, not
+        # from the checkpoint's hyperparameters.
+        self.hparams.pop("num_stages")
         if isinstance(self.network, ResNet):
             if num_stages > len(PARTS):
                 raise UserInputError(

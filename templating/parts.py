@@ -80,7 +80,7 @@ PATHS = {
     "dask": ["docs/dask.md", "launchers", "tests/test_dask_launcher.py", "tests/stalling_rank.py"],
     "wandb": ["docs/monitoring.md", "configs/logger", "tests/wandb_records.py"],
     # Each benchmark compares what its examples and parts do.
-    "cnn and mlp": ["benchmarks/strategies.py", "models/staged_resnet.py"],
+    "cnn and mlp": ["benchmarks/strategies.py", "models/staged_resnet.py", "tests/test_staged_resnet.py"],
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py"],
     "dask and lstm": ["benchmarks/dask_launcher.py"],
     "dask and mlp and cnn": ["benchmarks/recovery.py"],
