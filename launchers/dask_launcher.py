@@ -30,6 +30,7 @@ import dask
 import yaml
 from distributed import Client, Event, Future, LocalCluster, Queue
 from distributed.comm import get_address_host
+from distributed.security import Security
 from distributed.utils import open_port
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
@@ -272,6 +273,7 @@ def stop_requests_forwarded(client: Client, stop_event: str) -> Iterator[None]:
 def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
     """A client of the cluster at `options.address`, or of an embedded LocalCluster that is closed on exit."""
     if options.address is not None:
+        check_tls_settings(options.address)
         try:
             client = Client(options.address, timeout=CLUSTER_TIMEOUT_S)
         except OSError as error:
@@ -297,6 +299,18 @@ def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
             Client(cluster) as client,
         ):
             yield client, True
+
+
+def check_tls_settings(address: str) -> None:
+    """A tls:// scheduler takes clients with a certificate its CA signed, given in Dask's configuration."""
+    security = Security()
+    if address.startswith("tls://") and None in (security.tls_ca_file, security.tls_client_cert):
+        raise UserInputError(
+            f"--dask.address {address} is a TLS scheduler: give this client the CA's certificate and its own "
+            "certificate and key in Dask's config (distributed.comm.tls.ca-file, .client.cert, .client.key, e.g. "
+            "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY)"
+        )
 
 
 class WorkerDeathLog(logging.Handler):

@@ -83,6 +83,7 @@ PATHS = {
     "cnn and mlp": ["benchmarks/strategies.py", "models/staged_resnet.py", "tests/test_staged_resnet.py"],
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py"],
     "dask and lstm": ["benchmarks/dask_launcher.py"],
+    "dask and mlp": ["tests/test_dask_tls.py"],
     "dask and mlp and cnn": ["benchmarks/recovery.py"],
     "wandb and cnn": ["benchmarks/monitoring.py"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],

@@ -80,6 +80,7 @@ def test_options_that_cannot_work_fail_before_any_cluster_starts(tmp_path, shape
         (["--trainer.strategy", "layer_split"], "not DDP-based"),  # cookiecutter: only with mlp
         (["--dask.n_workers", "0"], "at least 1"),
         (["--dask.timeout_s", "0"], "must be positive"),
+        (["--dask.address", "tls://127.0.0.1:8786"], "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             run_cli("fit", [*args, *extra])
