@@ -19,6 +19,7 @@ or just `inputs`, the steps call `self(inputs)` once, and `loss_fn(outputs, targ
 `training_step` computes (checked on the first step).
 """
 
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
@@ -39,6 +40,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.pipelining import (
     PipelineStage,
     Schedule1F1B,
+    ScheduleDualPipeV,
     ScheduleGPipe,
     ScheduleInterleaved1F1B,
     ScheduleInterleavedZeroBubble,
@@ -52,8 +54,18 @@ from errors import UserInputError
 from strategies.stages import StageElsewhere, model_stages, replace_submodule
 
 # torch.distributed.pipelining's schedules by the names get_schedule_class knows. GPipe and 1F1B run one stage
-# per process; the others run several ("virtual stages"), ZBVZeroBubble exactly two, placed as a V.
-SCHEDULE_NAMES = ("GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble")
+# per process; the others run several ("virtual stages"), ZBVZeroBubble and DualPipeV exactly two, placed as a V.
+SCHEDULE_NAMES = (
+    "GPipe",
+    "1F1B",
+    "Interleaved1F1B",
+    "LoopedBFS",
+    "InterleavedZeroBubble",
+    "ZBVZeroBubble",
+    "DualPipeV",
+)
+# Schedules placing two stages on each process as a V: process r holds stages r and 2P-1-r.
+V_SCHEDULES = (ScheduleZBVZeroBubble, ScheduleDualPipeV)
 # Optimizer state keyed by parameter name, whole tensors: how torch's distributed state-dict helpers exchange it.
 BY_NAME = StateDictOptions(full_state_dict=True)
 # Relative difference above which loss_fn and training_step disagree for real, not by float rounding.
@@ -67,8 +79,9 @@ def schedule_class(name: str) -> type[PipelineScheduleSingle | PipelineScheduleM
 
 
 def stages_of_process(schedule: type, rank: int, processes: int, num_stages: int) -> list[int]:
-    """The stages process `rank` runs: stage i on process i mod P, or the V of ZBVZeroBubble (r and 2P-1-r)."""
-    if schedule is ScheduleZBVZeroBubble:
+    """The stages process `rank` runs: stage i on process i mod P, or the V of ZBVZeroBubble and DualPipeV (r and
+    2P-1-r)."""
+    if schedule in V_SCHEDULES:
         return [rank, 2 * processes - 1 - rank]
     return list(range(rank, num_stages, processes))
 
@@ -77,7 +90,7 @@ def stage_count_problem(schedule: type, num_stages: int, processes: int) -> str 
     """Why `schedule` cannot run `num_stages` stages on `processes` processes (None when it can)."""
     if issubclass(schedule, PipelineScheduleSingle):
         rule, per_process = "one stage per process", 1
-    elif schedule is ScheduleZBVZeroBubble:
+    elif schedule in V_SCHEDULES:
         rule, per_process = "exactly two stages per process", 2
     else:
         rule, per_process = "the same number of stages on every process", None
@@ -106,6 +119,7 @@ MICROBATCH_RULES = {
     Schedule1F1B: "it needs at least one micro-batch per process",
     ScheduleInterleaved1F1B: "it needs whole rounds: a multiple of microbatches // processes",
     ScheduleInterleavedZeroBubble: "it needs whole rounds: a multiple of microbatches // processes",
+    ScheduleDualPipeV: "it needs at least as many micro-batches as stages",
 }
 
 
@@ -114,6 +128,8 @@ def accepts_microbatches(schedule: type, count: int, processes: int) -> bool:
         return count >= processes
     if schedule in (ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble):
         return count % max(1, count // processes) == 0
+    if schedule is ScheduleDualPipeV:
+        return count >= 2 * processes
     return True
 
 
@@ -161,7 +177,8 @@ class PipelineStrategy(DDPStrategy):
             schedule: a torch.distributed.pipelining schedule, all with the same result: GPipe (all
                 forwards, then all backwards), 1F1B (alternates once the pipe is full, so fewer
                 micro-batches' activations are alive), and with several stages per process
-                Interleaved1F1B, LoopedBFS, InterleavedZeroBubble or ZBVZeroBubble (exactly two).
+                Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, or ZBVZeroBubble and DualPipeV (exactly two,
+                placed as a V).
             microbatches: micro-batches per batch. More means a smaller idle fraction but smaller
                 matrix products; a batch that does not divide evenly uses the largest divisor below
                 that the schedule accepts.
@@ -246,7 +263,11 @@ class PipelineStrategy(DDPStrategy):
             )
         processes = self._pipeline_size
         if not accepts_microbatches(schedule, self.microbatches, processes):
-            valid = max(processes, self.microbatches - self.microbatches % processes)
+            valid = next(
+                count
+                for count in itertools.count(self.microbatches)
+                if accepts_microbatches(schedule, count, processes)
+            )
             raise UserInputError(
                 f"pipeline schedule {self.schedule} cannot split a batch into {self.microbatches} micro-batches on "
                 f"{processes} processes ({MICROBATCH_RULES[schedule]}); "
@@ -304,7 +325,8 @@ class PipelineStrategy(DDPStrategy):
     def _microbatch_count(self, batch_size: int, schedule: type) -> int:
         """The largest count up to `microbatches` that divides the batch and the schedule accepts.
 
-        1F1B accepts none below one micro-batch per stage; such a batch runs as GPipe, with the same result.
+        1F1B accepts none below one micro-batch per stage; such a batch runs as GPipe, with the same result (DualPipeV:
+        ZBVZeroBubble).
         """
         counts = [c for c in range(min(self.microbatches, batch_size), 0, -1) if batch_size % c == 0]
         count = next((c for c in counts if accepts_microbatches(schedule, c, self._pipeline_size)), counts[0])
@@ -322,17 +344,20 @@ class PipelineStrategy(DDPStrategy):
         schedule = schedule_class(self.schedule)
         count = self._microbatch_count(len(inputs), schedule)
         key = (training, count, tuple(inputs.shape), inputs.dtype)
-        if not training and schedule is ScheduleZBVZeroBubble:
+        if not training and schedule in V_SCHEDULES:
             return key, None
         if key not in self._schedules:
             stages = [
                 PipelineStage(module, index, self._num_stages, self.root_device, group=self._pipeline_group)
                 for index, module in zip(self._stage_indices, self._stage_modules)
             ]
+            # A batch too small for the schedule (the last one, say) runs the same placement without its condition.
             if issubclass(schedule, PipelineScheduleSingle) and (
                 not training or not accepts_microbatches(schedule, count, self._pipeline_size)
             ):
                 schedule = ScheduleGPipe
+            elif schedule is ScheduleDualPipeV and not accepts_microbatches(schedule, count, self._pipeline_size):
+                schedule = ScheduleZBVZeroBubble
             loss_fn = self.loss_fn if training else None
             self._schedules[key] = (
                 schedule(stages[0], count, loss_fn=loss_fn)
@@ -371,7 +396,8 @@ class PipelineStrategy(DDPStrategy):
     def _forward_stage_by_stage(self, inputs: Tensor) -> Tensor | None:
         """The stages in order on the whole batch, each activation sent to the process of the next stage.
 
-        Evaluation under ZBVZeroBubble: torch's V-shaped schedules run their backward actions also without a loss.
+        Evaluation under ZBVZeroBubble and DualPipeV: torch's V-shaped schedules run their backward actions also
+        without a loss.
         """
         schedule = schedule_class(self.schedule)
         owners = [

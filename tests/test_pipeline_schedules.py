@@ -50,6 +50,7 @@ SCHEDULE_STAGES = {
     "LoopedBFS": 4,
     "InterleavedZeroBubble": 4,
     "ZBVZeroBubble": 4,
+    "DualPipeV": 4,
 }
 
 
@@ -159,6 +160,7 @@ def test_pipeline_with_data_parallel_matches_single_device(single_device, settin
         ("GPipe", 4, 4, "GPipe runs one stage per process, but the model has 4 stages and the trainer starts 2"),
         ("Interleaved1F1B", 4, 5, "cannot split a batch into 5 micro-batches on 2 processes (it needs whole rounds"),
         ("1F1B", 2, 1, "cannot split a batch into 1 micro-batches on 2 processes (it needs at least one"),
+        ("DualPipeV", 4, 2, "cannot split a batch into 2 micro-batches on 2 processes (it needs at least as many"),
         ("GPipe", 2, 4, "pipeline data_parallel 3 does not divide the trainer's 2 process(es) into equal pipelines"),
     ],
 )
