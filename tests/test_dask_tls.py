@@ -1,6 +1,7 @@
-"""A job on an existing Dask cluster over TLS across emulated hosts (tests/helpers/hosts.py), set up as
-docs/clusters.md says: a CA, and a certificate and key of its own for the scheduler, each worker and the client, made
-here with the openssl command; the client gets its TLS settings through Dask's configuration (environment variables).
+"""A job on an existing Dask cluster over TLS across emulated hosts (tests/helpers/hosts.py): a CA, and a certificate
+and key of its own for the scheduler, each worker and the client, made here with the openssl command; the client
+takes its TLS settings from Dask's configuration (environment variables). A client whose certificate another CA
+signed is refused.
 """
 
 import shutil
