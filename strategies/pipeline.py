@@ -382,7 +382,7 @@ class PipelineStrategy(DDPStrategy):
                     target=targets if self._holds_last_stage else None,
                     losses=losses if self._holds_last_stage else None,
                 )
-            self._average_over_replicas()
+            self._synchronize_replicas()
             if self._holds_last_stage:
                 loss = torch.stack(losses).mean().detach()
         elif schedule is None:
@@ -419,14 +419,18 @@ class PipelineStrategy(DDPStrategy):
                 activation = self._stage_modules[self._stage_indices.index(index)](activation)
         return activation if self._holds_last_stage else None
 
-    def _average_over_replicas(self) -> None:
-        """As DDP does: each stage's gradients averaged over that stage's data-parallel replicas."""
+    def _synchronize_replicas(self) -> None:
+        """As DDP does: each stage's gradients averaged over that stage's data-parallel replicas, and its buffers
+        (batch-norm running statistics) the first replica's, which the checkpoint keeps."""
         if self.data_parallel == 1:
             return
         for _, grad in self._held_grads:
             if grad is not None:
                 dist.all_reduce(grad, group=self._data_group)
                 grad.div_(self.data_parallel)
+        for module in self._stage_modules:
+            for buffer in module.buffers():
+                dist.broadcast(buffer, src=self._pipeline_rank, group=self._data_group)  # replica 0's process
 
     @contextmanager
     def _new_gradients_held(self) -> Iterator[None]:

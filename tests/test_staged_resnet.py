@@ -1,15 +1,16 @@
-"""The CNN example's ResNet, split into stages, trains under every pipeline schedule and layer_split as one device
-does over the same micro-batches.
+"""The CNN example's ResNet, split into stages, trains under every pipeline schedule, layer_split and pipeline x data
+parallel as one device (or DDP) does over the same micro-batches.
 
 Batch norm normalizes each micro-batch on its own under a pipeline, so the one-device reference is the batch of 32
 run as 4 micro-batches of 8 with the mean loss: `batch_size 8` and `accumulate_grad_batches 4` (Lightning divides
 each loss by 4 and sums the gradients; the sampler's order does not depend on the batch size). The running
 statistics then see the same 4 updates per step. The reference trains one epoch (one SGD step with momentum) on one
-device; every other run resumes that checkpoint for 2 more epochs, so each compares 2 steps of gradients, the
-losses, and the batch-norm buffers, and shows a one-device checkpoint loading under the strategy. Each run's
-checkpoint then validates on one device with the logged metrics: the layout is the same both ways. Tolerance as in
-tests/test_strategies.py. ZBVZeroBubble (4 stages on 2 processes) and layer_split run by default; the other
-schedules, about 30 s each, and pipeline x data parallel are marked slow (`-m slow`).
+device; every other run resumes that checkpoint for 2 more epochs, so each compares 2 steps of gradients (through
+the momentum buffers), the parameters, the batch-norm buffers and the losses, and shows a one-device checkpoint
+loading under the strategy. Each run's checkpoint then validates on one device with the logged metrics: the layout
+is the same both ways. ZBVZeroBubble (4 stages on 2 processes) and layer_split run by default (about 60 s with the
+one-device runs); the other schedules, about 30 s each, and pipeline x data parallel against DDP (about 2 min) are
+marked slow (`-m slow`).
 """
 
 import re
@@ -20,7 +21,7 @@ import torch
 import torchvision
 from strategy_runs import checkpoint, checkpoint_path, largest_difference, optimizer_tensors, run_ok
 from test_pipeline_schedules import SCHEDULE_STAGES
-from test_strategies import TOLERANCE, expect_user_error, logged
+from test_strategies import expect_user_error, logged
 
 from conftest import ROOT, run_cli
 from lightning_modules.image_classifier import ImageClassifier
@@ -40,7 +41,7 @@ model:
   init_args:
     optimizer:
       class_path: torch.optim.SGD
-      init_args: {{lr: 0.05, momentum: 0.9}}
+      init_args: {{lr: 0.01, momentum: 0.9}}
     scheduler: null
 data:
   init_args:
@@ -51,6 +52,10 @@ data:
     batch_size: 32
     num_workers: 0
 """
+# Looser than the MLP's 1e-5: batch norm divides by each micro-batch's standard deviation, which enlarges the first
+# step's rounding differences (gradients summed in another order) in the second; measured up to 1.04e-5 (LoopedBFS).
+# A micro-batch missed or counted twice moves the momentum buffers by 0.1 or more.
+TOLERANCE = 1e-4
 SAME_MICROBATCHES_ON_ONE_DEVICE = ["--data.init_args.batch_size", "8", "--trainer.accumulate_grad_batches", "4"]
 RESNET_SCHEDULES = {**SCHEDULE_STAGES, "GPipe": 2}
 
@@ -89,6 +94,23 @@ def by_module_name(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
     return {re.sub(r"blocks\.\d+\.", "", key, count=1): value for key, value in state_dict.items()}
 
 
+def assert_same_training(reference_dir: Path, run_dir: Path, epochs: int) -> None:
+    """Parameters, batch-norm buffers, optimizer state (the gradients, through momentum) and losses of the last
+    `epochs` epochs; losses also relatively, as the validation loss of a few steps' batch norm can be large."""
+    reference, run = checkpoint(reference_dir), checkpoint(run_dir)
+    assert largest_difference(by_module_name(reference["state_dict"]), by_module_name(run["state_dict"])) < TOLERANCE
+    assert (
+        largest_difference(
+            optimizer_tensors(reference["optimizer_states"][0]), optimizer_tensors(run["optimizer_states"][0])
+        )
+        < TOLERANCE
+    )
+    assert run["state_dict"]["network.blocks.0.bn1.num_batches_tracked"] == 12  # 4 micro-batches a step, 3 steps
+    for key in ("train/epoch_loss", "val/loss", "val/acc"):
+        expected = logged(reference_dir, key)[-epochs:]
+        assert logged(run_dir, key)[-epochs:] == pytest.approx(expected, rel=TOLERANCE, abs=TOLERANCE), key
+
+
 @pytest.mark.parametrize(
     "strategy",
     [
@@ -115,32 +137,31 @@ def test_strategy_matches_one_device_over_the_same_microbatches(one_device, sett
     # One process: layer_split runs in this one; the pipeline's processes start from a fresh command.
     (run_cli if strategy == "layer_split" else run_ok)("fit", args(settings, tmp_path / "run", *extra, *resume))
 
-    reference, run = checkpoint(one_device["epoch 3"]), checkpoint(tmp_path / "run")
-    assert largest_difference(by_module_name(reference["state_dict"]), by_module_name(run["state_dict"])) < TOLERANCE
-    assert (
-        largest_difference(
-            optimizer_tensors(reference["optimizer_states"][0]), optimizer_tensors(run["optimizer_states"][0])
-        )
-        < TOLERANCE
-    )
-    assert run["state_dict"]["network.blocks.0.bn1.num_batches_tracked"] == 12  # 4 micro-batches a step, 3 steps
-    for key in ("train/epoch_loss", "val/loss", "val/acc"):
-        expected = logged(one_device["epoch 3"], key)[-2:]
-        assert logged(tmp_path / "run", key)[-2:] == pytest.approx(expected, abs=TOLERANCE), key
+    assert_same_training(one_device["epoch 3"], tmp_path / "run", epochs=2)
 
     run_cli(
         "validate",
         args(settings, tmp_path / "back", "--ckpt_path", str(checkpoint_path(tmp_path / "run", "last.ckpt"))),
     )
     assert logged(tmp_path / "back", "val/loss") == pytest.approx(
-        logged(tmp_path / "run", "val/loss")[-1:], abs=TOLERANCE
+        logged(tmp_path / "run", "val/loss")[-1:], rel=TOLERANCE, abs=TOLERANCE
     )
 
 
 @pytest.mark.slow
-def test_pipeline_with_data_parallel_trains_the_resnet(settings, tmp_path):
-    """2 replicas of a 2-stage pipeline on 4 processes; each replica's micro-batches hold other samples than one
-    device's, so batch norm sees other batches: the run must train and keep the one-device layout."""
+def test_pipeline_with_data_parallel_matches_ddp_over_the_same_microbatches(settings, tmp_path):
+    """2 replicas of a 2-stage pipeline on 4 processes, batch 16 each in 4 micro-batches, against DDP on 2 processes
+    running each replica's micro-batches of 4 with gradient accumulation: the same shards (both shard the data over
+    2), the same batch-norm batches, the first replica's (rank 0's) running statistics in the checkpoint."""
+    run_ok(
+        "fit",
+        args(
+            settings,
+            tmp_path / "ddp",
+            *("--trainer.strategy", "ddp", "--trainer.devices", "2"),
+            *("--data.init_args.batch_size", "4", "--trainer.accumulate_grad_batches", "4"),
+        ),
+    )
     output = run_ok(
         "fit",
         args(
@@ -150,16 +171,8 @@ def test_pipeline_with_data_parallel_trains_the_resnet(settings, tmp_path):
             *("--trainer.devices", "4", "--data.init_args.batch_size", "16"),
         ),
     )
-    assert "2 stages on 2 processes x 2 data-parallel replicas" in output
-    losses = logged(tmp_path / "run", "train/epoch_loss")
-    assert len(losses) == 3 and losses[-1] < losses[0]
-    run_cli(
-        "validate",
-        args(settings, tmp_path / "back", "--ckpt_path", str(checkpoint_path(tmp_path / "run", "last.ckpt"))),
-    )
-    assert logged(tmp_path / "back", "val/loss") == pytest.approx(
-        logged(tmp_path / "run", "val/loss")[-1:], abs=TOLERANCE
-    )
+    assert "2 stages on 2 processes x 2 data-parallel replicas, GPipe, 4 micro-batches" in output
+    assert_same_training(tmp_path / "ddp", tmp_path / "run", epochs=3)
 
 
 def test_any_grouping_loads_torchvision_weights_and_computes_the_same(tmp_path, monkeypatch):
