@@ -59,7 +59,7 @@ from torch import nn  # noqa: E402
 from torch.distributed.pipelining import schedules as torch_schedules  # noqa: E402
 from torch.distributed.pipelining.stage import _PipelineStageBase  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
+from torch.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
 
 from lightning_modules.image_classifier import ImageClassifier  # noqa: E402
 from lightning_modules.mlp_classifier import MLPClassifier  # noqa: E402
@@ -342,20 +342,27 @@ def median_step_seconds(ends: list[float], warmup: int) -> float:
 
 
 def reference_losses(steps: int) -> list[float]:
-    """One device, plain PyTorch: the losses pipeline x DDP and DDP must reproduce (the same data, same weights)."""
+    """One device, plain PyTorch, the same initial weights and global batches: the losses to reproduce.
+
+    Lightning trains distributed runs on a shuffled DistributedSampler (seed 0, reshuffled each epoch) whose
+    replicas' batches of step i together are the i-th batch of the same sampler with one replica.
+    """
     seed_everything(0, verbose=False)
     network = WideMLP(2).network
     optimizer = sgd(network.parameters())
-    batches = list(mlp_data(PIPELINE_DDP_BATCH).train_dataloader())
-    losses = []
-    for step in range(steps):
-        images, labels = batches[step % len(batches)]
-        optimizer.zero_grad()
-        loss = F.cross_entropy(network(images), labels)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+    data = mlp_data(PIPELINE_DDP_BATCH).data
+    sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=0)
+    loader = DataLoader(data, batch_size=PIPELINE_DDP_BATCH, sampler=sampler, collate_fn=whole_batch)
+    losses: list[float] = []
+    for epoch in range(steps // len(loader) + 1):
+        sampler.set_epoch(epoch)
+        for images, labels in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(network(images), labels)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    return losses[:steps]
 
 
 def lightning_setup(case: str):
