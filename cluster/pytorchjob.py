@@ -16,10 +16,16 @@ checkpoint on the claim mounted at the logs directory. `restartPolicy: ExitCode`
 exit 128+n (killed, preempted, a lost peer) and fails the job on exit 1 or 2 (a bug, bad input); a
 DDP timeout of minutes instead of 30 makes the pods that wait for a lost peer give up in time.
 With `--elastic MIN:MAX`, torchrun's agents restart the training processes themselves.
+
+The pods run DDP unless `--trainer.strategy pipeline` follows `--`: then the job's processes are the pipeline's
+stages (world size = pods x processes per pod), with its options as given (`--trainer.strategy.init_args.schedule`,
+`...microbatches`). `layer_split` trains in one process on one machine's devices: it is refused, a PyTorchJob
+runs several processes.
 """
 
 import argparse
 import datetime
+import importlib
 import re
 import shlex
 import sys
@@ -36,9 +42,9 @@ KUBEFLOW_ENVIRONMENT = "lightning.fabric.plugins.environments.KubeflowEnvironmen
 DDP_STRATEGY = "lightning.pytorch.strategies.DDPStrategy"
 ELASTIC_DDP_STRATEGY = "cluster.elastic.ElasticDDPStrategy"
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
+STRATEGY_FLAG = "--trainer.strategy"
 # Trainer settings the manifest derives from the pod shape; an override would break world size = pods x processes.
 DERIVED_TRAINER_FLAGS = (
-    "--trainer.strategy",
     "--trainer.accelerator",
     "--trainer.devices",
     "--trainer.num_nodes",
@@ -70,7 +76,8 @@ class JobRequest:
     elastic: tuple[int, int] | None  # (min, max) pods that torchrun's rendezvous admits
     max_restarts: int
     volume_claims: tuple[tuple[str, str], ...]  # (PersistentVolumeClaim name, mount path in every pod)
-    overrides: tuple[str, ...]
+    overrides: tuple[str, ...]  # without the strategy, which `strategy` holds
+    strategy: str | None = None  # `--trainer.strategy` as given after `--` (pipeline, layer_split); None: DDP
 
     @property
     def pods(self) -> int:
@@ -220,6 +227,7 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
             f"holds the project at {IMAGE_WORKDIR})"
         )
     volume_claims = tuple(_volume_claim(value) for value in args.pvc)
+    strategy, overrides = _strategy_override(overrides)
     for override in overrides:
         flag = override.split("=", 1)[0].rstrip("+")
         if flag in DERIVED_TRAINER_FLAGS:
@@ -250,6 +258,9 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     max_restarts = 3 if args.max_restarts is None else args.max_restarts
     if max_restarts < 0:
         raise UserInputError(f"--max-restarts must be 0 or more, got {max_restarts}")
+    pods = workers if elastic else workers + 1
+    if strategy is not None:
+        _check_strategy_fits(strategy, pods * nproc_per_node, elastic)
 
     request = JobRequest(
         name=args.name,
@@ -268,8 +279,68 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
         max_restarts=max_restarts,
         volume_claims=volume_claims,
         overrides=overrides,
+        strategy=strategy,
     )
     return request, args.output
+
+
+def _strategy_override(overrides: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """`--trainer.strategy NAME` taken out of the overrides (the manifest places it), when it names a model-parallel
+    strategy of `strategies/`; DDP, the default, and any other strategy are refused, as the pod shape sets them."""
+    rest, strategy = [], None
+    at = 0
+    while at < len(overrides):
+        flag, equals, value = overrides[at].partition("=")
+        if flag != STRATEGY_FLAG:
+            rest.append(overrides[at])
+            at += 1
+            continue
+        if not equals:
+            at += 1
+            value = overrides[at] if at < len(overrides) else ""
+        at += 1
+        if _model_parallel_strategy(value) is None:
+            raise UserInputError(
+                f"{STRATEGY_FLAG} {value!r} cannot run in the pods: DDP is set from --workers, --gpus-per-pod, "
+                "--nproc-per-node and --accelerator, and only `-- --trainer.strategy pipeline` replaces it"
+            )
+        strategy = value
+    return strategy, tuple(rest)
+
+
+def _model_parallel_strategy(value: str) -> type | None:
+    """The class `--trainer.strategy value` selects when it is one of strategies/ (by registered name or class
+    path), else None. Imported only when asked: the generator otherwise needs no torch."""
+    from lightning.pytorch.strategies import StrategyRegistry
+
+    import strategies
+
+    if value.lower() in StrategyRegistry:
+        selected = StrategyRegistry[value.lower()]["strategy"]
+    else:
+        module, _, name = value.rpartition(".")
+        try:
+            selected = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError):
+            return None
+    model_parallel = (strategies.PipelineStrategy, strategies.LayerSplitStrategy)
+    return selected if isinstance(selected, type) and issubclass(selected, model_parallel) else None
+
+
+def _check_strategy_fits(strategy: str, processes: int, elastic: tuple[int, int] | None) -> None:
+    import strategies
+
+    if issubclass(_model_parallel_strategy(strategy), strategies.LayerSplitStrategy):
+        raise UserInputError(
+            f"{STRATEGY_FLAG} {strategy} trains in one process on one machine's devices, but this job runs "
+            f"{processes} process(es) on {'elastic ' if elastic else ''}pods; use pipeline to spread the stages over "
+            "the pods"
+        )
+    if elastic:
+        raise UserInputError(
+            f"{STRATEGY_FLAG} {strategy} needs a fixed number of processes (one per stage); use --workers, not "
+            "--elastic"
+        )
 
 
 def _elastic_range(value: str) -> tuple[int, int]:
@@ -295,16 +366,17 @@ def ddp_timeout(request: JobRequest) -> str:
 
 
 def training_command(request: JobRequest) -> list[str]:
-    """The command every pod runs: cli.py fit with DDP sized to the whole job, resuming the run's last checkpoint."""
-    strategy = ELASTIC_DDP_STRATEGY if request.elastic else DDP_STRATEGY
+    """The command every pod runs: cli.py fit with DDP (or the strategy asked for) sized to the whole job, resuming
+    the run's last checkpoint."""
+    strategy = request.strategy or (ELASTIC_DDP_STRATEGY if request.elastic else DDP_STRATEGY)
     fit = [
         "cli.py",
         "fit",
         "--config",
         request.config,
-        "--trainer.strategy",
+        STRATEGY_FLAG,
         strategy,
-        "--trainer.strategy.timeout",
+        f"{STRATEGY_FLAG}.timeout",
         ddp_timeout(request),
         "--trainer.accelerator",
         request.accelerator,

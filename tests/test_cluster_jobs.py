@@ -661,6 +661,40 @@ def test_job_restarted_like_the_operator_after_a_pod_is_killed_ends_with_the_uni
         assert torch.equal(runs["killed"][name], weights), name
 
 
+# cookiecutter: only with mlp
+def test_pipeline_after_the_separator_runs_in_every_pod_with_its_options(tmp_path, capsys):
+    """`-- --trainer.strategy pipeline` replaces DDP in every pod; its options follow; cli.py reads them all, and the
+    pipeline spans the job's 2 pods x 2 processes."""
+    job = ["--name", "mlp", "--image", "template:0.1", "--workers", "1", "--nproc-per-node", "2"]
+    pipeline = ["--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", "Interleaved1F1B"]
+    pipeline += ["--trainer.strategy.init_args.microbatches=8"]
+    manifest, stdout = generated_manifest(tmp_path, *job, "--config", "configs/mlp.yaml", "--", *pipeline)
+    assert schema_errors(manifest) == []
+    assert "2 pods x 2 process(es) = world size 4" in stdout
+    for kind in ("Master", "Worker"):
+        command = pod_command(manifest, kind)
+        assert command[:5] == ["torchrun", "--nnodes", "2", "--nproc_per_node", "2"]
+        assert command.count("--trainer.strategy") == 1
+        assert command[command.index("--trainer.strategy") + 1] == "pipeline"
+        assert command[-2:] == ["--ckpt_path", "last"]
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", [*command[command.index("fit") + 1 :], "--print_config"])
+    assert exit_info.value.code in (None, 0)
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["trainer"]["strategy"]["class_path"] == "strategies.pipeline.PipelineStrategy"
+    assert config["trainer"]["strategy"]["init_args"] | {"loss_fn": None} == {
+        "schedule": "Interleaved1F1B",
+        "microbatches": 8,
+        "data_parallel": 1,
+        "loss_fn": None,
+        "process_group_backend": None,
+        "timeout": "0:05:00",
+    }
+    assert (config["trainer"]["devices"], config["trainer"]["num_nodes"]) == ("2", 2)
+
+
+# cookiecutter: end
+
 BASE = ["--name", "shapes", "--image", "template:0.1", "--workers", "2", "--config", f"configs/{EXAMPLE_CONFIGS[0]}"]
 
 
@@ -693,7 +727,15 @@ def with_flag(flag: str, value: str | None) -> list[str]:
         ([*BASE, "--memory", "lots"], "not a Kubernetes quantity"),
         ([*BASE, "--pvc", "results"], "must be CLAIM:PATH"),
         ([*BASE, "--", "--trainer.devices=4"], "--trainer.devices is set from"),
-        ([*BASE, "--", "--trainer.strategy", "fsdp"], "--trainer.strategy is set from"),
+        ([*BASE, "--", "--trainer.strategy", "fsdp"], "--trainer.strategy 'fsdp' cannot run in the pods: DDP is set"),
+        (
+            [*BASE, "--", "--trainer.strategy=layer_split"],
+            "--trainer.strategy layer_split trains in one process on one machine's devices, but this job runs 3",
+        ),
+        (
+            [*with_flag("--workers", None), "--elastic", "2:4", "--", "--trainer.strategy", "pipeline"],
+            "--trainer.strategy pipeline needs a fixed number of processes (one per stage); use --workers",
+        ),
         ([*BASE, "--", "--ckpt_path", "some.ckpt"], "--ckpt_path is set to `last` so that a restarted pod continues"),
         ([*BASE, "--elastic", "2:4"], "argument --elastic: not allowed with argument --workers"),
         (
