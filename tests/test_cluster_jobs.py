@@ -202,20 +202,26 @@ def has_checkpoint(log_dir: Path) -> bool:
     return any(log_dir.rglob("last.ckpt"))
 
 
-def run_job_like_the_operator(manifest: dict, kill: tuple[int, callable], max_restarts: int) -> dict[str, int]:
+def run_job_like_the_operator(
+    manifest: dict, kill: tuple[int, callable], max_restarts: int, launch: callable = None
+) -> dict[str, int]:
     """Run the pods, SIGKILL pod `kill[0]` once `kill[1]()` holds, and restart pods as `restartPolicy: ExitCode` does.
 
     The operator recreates a pod that exits 128-255 and fails the job when one exits 1-127; so does this,
-    until every pod has exited 0. Returns how often each pod's exit status was seen.
+    until every pod has exited 0. `launch(pod, log)` starts pod number `pod` with its output to `log` (default: a
+    local process with the operator's variables). Returns how often each pod's exit status was seen.
     """
     victim, kill_now = kill
     pods = pods_of(manifest)
     log = tempfile.TemporaryFile("w+")
 
-    def start(argv, env):
+    def start(pod: int) -> subprocess.Popen:
+        if launch is not None:
+            return launch(pod, log)
+        argv, env = pods[pod]
         return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
 
-    processes = [start(argv, env) for argv, env in pods]
+    processes = [start(pod) for pod in range(len(pods))]
     done, killed, restarts, statuses = set(), False, 0, {}
     deadline = time.monotonic() + 2 * PROCESS_TIMEOUT_S
     try:
@@ -237,7 +243,7 @@ def run_job_like_the_operator(manifest: dict, kill: tuple[int, callable], max_re
                 )
                 restarts += 1
                 assert restarts <= max_restarts, f"more than {max_restarts} restarts\n{log.read()[-4000:]}"
-                processes[pod] = start(*pods[pod])
+                processes[pod] = start(pod)
             time.sleep(0.1)
         log.seek(0)
         assert killed and len(done) == len(pods), (

@@ -7,14 +7,18 @@ loopback address, as on stock Debian/Ubuntu: the runs pass only because each ran
 the rendezvous address (cluster_network.py). A run across hosts has the losses of the same job on one host.
 """
 
+import functools
 import json
 import shutil
+import signal
 import subprocess
+import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import ROOT, read_metrics, small_run_args
 from tests.helpers.hosts import EmulatedHosts, Host, requires_hosts
@@ -154,30 +158,65 @@ def test_ranks_that_cannot_connect_say_where_they_listened_within_the_timeout():
 
 
 @requires_hosts
-def test_pytorchjob_master_and_worker_pods_on_separate_hosts(one_host_losses, tmp_path):
-    """The generated manifest's pods, each on its own host, with the variables the training operator sets there: the
-    master pod gets MASTER_ADDR=localhost, a worker the master's service name."""
-    from test_cluster_jobs import generated_manifest, operator_env, pod_command
+def test_pytorchjob_pipeline_pods_on_separate_hosts_resume_after_an_exit_code_restart(tmp_path):
+    """The generated manifest's pods, pipeline stages on separate hosts, with the variables the training operator sets
+    there (the master pod gets MASTER_ADDR=localhost, a worker the master's service name) and a claim both mount at
+    the logs directory. Killed mid-run and restarted as `restartPolicy: ExitCode` does, the job ends with the
+    uninterrupted job's weights."""
+    from test_cluster_jobs import (
+        final_weights,
+        generated_manifest,
+        has_checkpoint,
+        operator_env,
+        pod_command,
+        run_job_like_the_operator,
+    )
 
     shrink = small_run_args("mlp.yaml", Path("logs"), Path("shapes"))[2:]  # the generator adds --config
+    shrink += ["--trainer.max_epochs", "3", "--trainer.limit_train_batches", "10", "--trainer.deterministic", "true"]
     job = ["--name", "mlp", "--image", "template:0.1", "--workers", "1", "--config", "configs/mlp.yaml"]
-    manifest, _ = generated_manifest(tmp_path, *job, "--", *shrink)
+    pipeline = ["--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", "1F1B"]
+    manifest, _ = generated_manifest(tmp_path, *job, "--", *shrink, *pipeline)
     python = installed_python()
+    weights = {}
     with EmulatedHosts(2) as hosts:
         master, worker = hosts
-        processes = []
-        for host, kind, master_address in ((master, "Master", "localhost"), (worker, "Worker", master.name)):
+        pods = ((master, "Master", "localhost"), (worker, "Worker", master.name))
+        for host, _, _ in pods:
             shutil.copytree(ROOT, host.workdir, ignore=NOT_BUILD_INPUTS, dirs_exist_ok=True)  # the image's /workspace
+
+        def launch(pod: int, log) -> subprocess.Popen:
+            host, kind, master_address = pods[pod]
             operator = operator_env(manifest, kind, 0, RENDEZVOUS_PORT)
             env = host.environment(**operator | {"MASTER_ADDR": master_address, "PET_MASTER_ADDR": master_address})
             command = pod_command(manifest, kind)
             assert command[:2] == ["python", "cli.py"]
-            output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            processes.append(host.popen([python, *command[1:]], env=env, **output))
-        outputs = finished(processes)
-        assert [process.returncode for process in processes] == [0, 0], outputs
-        assert losses(master.workdir / "logs") == one_host_losses
-        assert not (worker.workdir / "logs").exists()
+            return host.popen([python, *command[1:]], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+        for run in ("uninterrupted", "killed"):
+            claim = hosts.root / f"claim-{run}"  # a PersistentVolumeClaim: outside every pod, mounted at its logs/
+            claim.mkdir()
+            for host, _, _ in pods:
+                (host.workdir / "logs").unlink(missing_ok=True)
+                (host.workdir / "logs").symlink_to(claim)
+            if run == "uninterrupted":
+                logs = [tempfile.TemporaryFile("w+") for _ in pods]
+                processes = [launch(pod, log) for pod, log in enumerate(logs)]
+                finished(processes)
+                outputs = [log.seek(0) or log.read() for log in logs]
+                assert [process.returncode for process in processes] == [0, 0], [out[-3000:] for out in outputs]
+            else:
+                statuses = run_job_like_the_operator(
+                    manifest,
+                    kill=(1, functools.partial(has_checkpoint, claim)),
+                    max_restarts=manifest["spec"]["runPolicy"]["backoffLimit"],
+                    launch=launch,
+                )
+                assert statuses.get(128 + signal.SIGKILL) == 1, statuses
+            weights[run] = final_weights(claim)
+    assert weights["killed"].keys() == weights["uninterrupted"].keys()
+    for name, expected in weights["uninterrupted"].items():
+        assert torch.equal(weights["killed"][name], expected), name
 
 
 # cookiecutter: end
