@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import re
+import site
 import subprocess
 import sys
 import time
@@ -194,6 +195,50 @@ def test_a_failure_that_repeats_before_the_first_step_stops_after_two_attempts(t
     assert re.search(r"rank \d \(Dask worker \S+, pid \d+\) failed: \w+: .*nosuchif0", error_line), error_line
     assert "a restart does not heal it" in error_line
     assert not list(tmp_path.rglob("*.ckpt"))
+
+
+def environment_without_the_project(directory: Path) -> Path:
+    """A Python with every dependency but not this project, as on a machine where it was never installed."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
+    python = directory / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], capture_output=True, text=True
+    )
+    # A path line, unlike the site directory itself, runs none of the .pth files there (the checkout's editable one).
+    (Path(purelib.stdout.strip()) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return python
+
+
+@pytest.mark.timeout(240)
+def test_a_scheduler_without_the_project_stops_the_job_with_the_missing_module(tmp_path):
+    """The scheduler unpickles the task, so it needs the project: without it every attempt fails the same way."""
+    python = environment_without_the_project(tmp_path / "venv")
+    scheduler_file = tmp_path / "scheduler.json"
+    common = {"cwd": tmp_path, "env": SUBPROCESS_ENV, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = [python, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", scheduler_file, "--port", "0"]
+    cluster = [subprocess.Popen([*scheduler, "--no-dashboard"], **common)]
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        worker = [python, "-m", "distributed.cli.dask_worker", "--scheduler-file", scheduler_file, "--no-dashboard"]
+        cluster.append(subprocess.Popen(worker, **common))
+        address = json.loads(scheduler_file.read_text())["address"]
+        args = small_run_args("lstm.yaml", tmp_path, None, "--dask.address", address, "--dask.n_workers", "1")
+        result = subprocess.run(
+            [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True
+        )
+    finally:
+        for process in cluster:
+            process.kill()
+            process.wait(timeout=30)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-4000:]
+    assert "restart 1 of 3" in output and "restart 2 of 3" not in output, output[-4000:]
+    (error_line,) = [line for line in output.splitlines() if line.startswith("error:")]
+    assert "failed: ModuleNotFoundError: No module named 'launchers' (RuntimeError: Error during deserialization" in (
+        error_line
+    )
 
 
 @pytest.mark.timeout(300)
