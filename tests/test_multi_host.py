@@ -49,6 +49,11 @@ def finished(processes: list[subprocess.Popen], timeout: float = RUN_TIMEOUT_S) 
     return [process.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for process in processes]
 
 
+def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
+    (checkpoint,) = log_dir.rglob("last.ckpt")
+    return torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+
+
 def losses(log_dir: Path) -> dict[str, list[float]]:
     rows = read_metrics(log_dir)
     return {key: [float(row[key]) for row in rows if row.get(key)] for key in LOSSES}
@@ -164,7 +169,6 @@ def test_pytorchjob_pipeline_pods_on_separate_hosts_resume_after_an_exit_code_re
     the logs directory. Killed mid-run and restarted as `restartPolicy: ExitCode` does, the job ends with the
     uninterrupted job's weights."""
     from test_cluster_jobs import (
-        final_weights,
         generated_manifest,
         has_checkpoint,
         operator_env,
