@@ -239,13 +239,16 @@ def action_table(schedule) -> dict[int, list[tuple[str, int, int]]]:
 
     The multi-stage schedules run their own table (pipeline_order); GPipe and 1F1B run code whose order
     is written out here (torch's pipeline_order for 1F1B, a drawing aid, differs from what it runs).
+    DualPipeV's overlapped forward-backward pairs run one after the other on a CPU.
     """
     if isinstance(schedule, torch_schedules.PipelineScheduleMulti):
         return {
             rank: [
                 (action.computation_type.value, action.stage_index, action.microbatch_index)
-                for action in actions
-                if action is not None and action.computation_type.value in ACTION_UNITS
+                for listed in actions
+                if listed is not None
+                for action in (listed.sub_actions or (listed,))
+                if action.computation_type.value in ACTION_UNITS
             ]
             for rank, actions in schedule.pipeline_order.items()
         }
