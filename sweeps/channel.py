@@ -12,10 +12,8 @@ from pathlib import Path
 
 REPORTS = "reports.jsonl"
 PRUNE, CONTINUE = "prune", "continue"
-# A channel named `dask:NAME` goes through the Dask scheduler instead (sweeps/dask_trials.py).
-DASK_PREFIX = "dask:"
 POLL_S = 0.05
-__all__ = ["DASK_PREFIX", "DriverSide", "LocalPlacement", "report_and_wait"]
+__all__ = ["DriverSide", "LocalPlacement", "report_and_wait"]
 
 
 def report_and_wait(channel: Path, step: int, value: float, driver_pid: int | None, timeout_s: float) -> bool:
@@ -45,7 +43,12 @@ def _alive(pid: int | None) -> bool:
 
 
 class DriverSide:
-    """The driver's end of one trial's channel: reads new reports, writes decisions."""
+    """The driver's end of one trial's channel: reads new reports, writes decisions.
+
+    `channel` and `transport` are what the trial's ReportToDriver is given: the folder, and no other transport.
+    """
+
+    transport = None
 
     def __init__(self, channel: Path):
         self.channel = channel
@@ -79,7 +82,7 @@ class LocalPlacement:
     """Where trials run when nothing else is asked: on this machine, reporting through files in their directory.
 
     `take` gives a starting trial the launcher arguments that place it (none here), `give_back` returns them when it
-    ends; the Dask placements (`sweeps.dask_trials`) hand out workers this way.
+    ends; other placements hand out machines or workers this way, with channels of their own.
     """
 
     def __init__(self, extra_arguments: tuple[str, ...] = ()):

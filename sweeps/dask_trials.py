@@ -11,7 +11,7 @@ from pathlib import Path
 from distributed import Client, Queue, Variable, get_client
 
 from errors import UserInputError
-from sweeps.channel import CONTINUE, DASK_PREFIX, PRUNE, LocalPlacement
+from sweeps.channel import CONTINUE, PRUNE, LocalPlacement
 
 CONNECT_TIMEOUT_S = 30
 __all__ = ["DaskDriverSide", "WorkerGroups", "placement", "report_and_wait"]
@@ -69,9 +69,11 @@ class DaskDriverSide:
     Both live on the scheduler, so a driver started again finds reports and decisions its predecessor left.
     """
 
+    transport = __name__  # the module whose report_and_wait rank 0 calls
+
     def __init__(self, client: Client, name: str):
         self.client, self.name = client, name
-        self.channel = f"{DASK_PREFIX}{name}"
+        self.channel = name
         self._reports = Queue(f"{name}-reports", client=client)
 
     def new_reports(self) -> list[tuple[int, float]]:

@@ -102,8 +102,7 @@ class Driver:
     ):
         """
         Args:
-            placement: where trials run and how they report (`sweeps.channel.LocalPlacement`, the default, or
-                one of `sweeps.dask_trials`).
+            placement: where trials run and how they report; by default `sweeps.channel.LocalPlacement`.
         """
         self.options, self.study, self.space = options, study, space
         self.base_config, self.sweep_dir, self.logging = base_config, sweep_dir, logging
@@ -172,6 +171,8 @@ class Driver:
 
     def _arguments(self, run: RunningTrial) -> list[str]:
         channel = {"channel": str(run.channel.channel), "metric": self.options.metric, "driver_pid": os.getpid()}
+        if run.channel.transport is not None:
+            channel["transport"] = run.channel.transport
         reporter = {"class_path": "sweeps.pruning.ReportToDriver", "init_args": channel}
         arguments = ["--config", str(self.base_config), *as_overrides(run.trial.params)]
         arguments += self.logging.arguments(self.sweep_dir, run.directory, self.study.study_name)

@@ -1,5 +1,6 @@
 """The callback every trial runs: rank 0 reports the metric to the driver, and all ranks stop when it prunes."""
 
+from importlib import import_module
 from pathlib import Path
 
 from lightning.pytorch import Callback
@@ -14,15 +15,24 @@ class ReportToDriver(Callback):
     """Reports `metric` to the sweep driver after every validation and stops the trial when the driver prunes it.
 
     Args:
-        channel: the folder shared with the driver (`sweeps.channel`), or `dask:NAME` for a trial on an existing
-            Dask cluster, whose rank 0 reports through the scheduler (`sweeps.dask_trials`).
+        channel: the folder shared with the driver (`sweeps.channel`), or the channel's name in `transport`.
         metric: the logged metric the study optimises.
         driver_pid: the driver's process id; a rank 0 on the driver's machine stops waiting when it is gone.
         timeout_s: how long to wait for a decision before training on unpruned.
+        transport: a module whose `report_and_wait(channel, step, value, timeout_s)` reaches the driver another
+            way, for a rank 0 on a machine without the driver's files; by default files in `channel`.
     """
 
-    def __init__(self, channel: str, metric: str, driver_pid: int | None = None, timeout_s: float = 600.0):
+    def __init__(
+        self,
+        channel: str,
+        metric: str,
+        driver_pid: int | None = None,
+        timeout_s: float = 600.0,
+        transport: str | None = None,
+    ):
         self.channel = channel
+        self.transport = transport
         self.metric = metric
         self.driver_pid = driver_pid
         self.timeout_s = timeout_s
@@ -40,8 +50,6 @@ class ReportToDriver(Callback):
             trainer.should_stop = True
 
     def _report_and_wait(self, step: int, value: float) -> bool:
-        if self.channel.startswith(file_channel.DASK_PREFIX):
-            from sweeps.dask_trials import report_and_wait
-
-            return report_and_wait(self.channel.removeprefix(file_channel.DASK_PREFIX), step, value, self.timeout_s)
+        if self.transport is not None:
+            return import_module(self.transport).report_and_wait(self.channel, step, value, self.timeout_s)
         return file_channel.report_and_wait(Path(self.channel), step, value, self.driver_pid, self.timeout_s)

@@ -59,7 +59,7 @@ def resolved_training_config(arguments: list[str]) -> str:
 
 
 def trial_placement(options: SweepOptions, base: dict):
-    """Where the trials run: this machine (None), or Dask when `--sweep.ranks_per_trial` asks for it."""
+    """Where the trials run: None for this machine, unless an optional part places them elsewhere."""
     # cookiecutter: only with dask
     address = (base.get("dask") or {}).get("address")
     ranks_per_trial = getattr(options, "ranks_per_trial", None)
