@@ -176,6 +176,7 @@ def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_p
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow  # CI budget: the scheduler-without-the-project test below covers the same rule
 def test_a_failure_that_repeats_before_the_first_step_stops_after_two_attempts(tmp_path):
     """Every worker's environment names a network interface that does not exist: each attempt fails at the
     rendezvous, before any training step, so the second attempt's failure ends the job instead of 3 more restarts."""

@@ -229,6 +229,7 @@ def test_pytorchjob_pipeline_pods_on_separate_hosts_resume_after_an_exit_code_re
 
 
 @requires_hosts
+@pytest.mark.slow  # CI budget: the lost-host test below runs the same hosts, started as the docs say, and more
 def test_dask_scheduler_and_client_on_one_host_workers_on_two_others(one_host_losses):
     python = installed_python()
     with EmulatedHosts(3) as hosts:
