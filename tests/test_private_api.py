@@ -30,6 +30,9 @@ MODULE_NAMES = {
     ("lightning.pytorch.strategies.launchers", "_SubprocessScriptLauncher"): "strategies/pipeline.py (subclassed)",
     ("lightning.fabric.utilities.optimizer", "_optimizers_to_device"): "strategies/pipeline.py",
     # cookiecutter: end
+    # cookiecutter: only with cnn and mlp
+    ("torch.distributed.pipelining.stage", "_PipelineStageBase"): "benchmarks/strategies.py (compute actions timed)",
+    # cookiecutter: end
 }
 
 
