@@ -648,7 +648,9 @@ def pin_run_version(resolved: dict, output_root: Path) -> None:
         if isinstance(wandb_logger, dict) and wandb_logger.get("class_path", "").endswith("WandbLogger"):
             init_args = wandb_logger.setdefault("init_args", {})
             if init_args.get("id") is None and init_args.get("version") is None:
-                init_args["id"] = uuid.uuid4().hex[:8]  # a restart resumes the W&B run by its id
+                # A restart resumes the W&B run by its id. A letter first: the ranks' YAML reader (jsonargparse's)
+                # takes an id such as 12e45678 for a number, and the run fails on it.
+                init_args["id"] = f"d{uuid.uuid4().hex[:7]}"
                 log.info(f"dask: W&B run id {init_args['id']}: every attempt of this job continues it")
     # cookiecutter: end
     logger = loggers[0] if loggers and isinstance(loggers[0], dict) else None
