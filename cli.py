@@ -193,8 +193,8 @@ def main(args: list[str] | None = None) -> None:
     """Exit statuses: 0 done; 2 bad input (never worth a retry); 143 stopped by SIGTERM/SIGINT with a checkpoint;
     134 another process of the job was lost; 1 anything else. 128 and above: a restart resumes (`--ckpt_path last`).
     """
-    separate_restart_attempts()
     try:
+        separate_restart_attempts()
         run(args)
     except Exception as error:
         if (user_error := find_user_error(error)) is not None:

@@ -460,6 +460,10 @@ def replica_spec(request: JobRequest, replicas: int) -> dict:
         "command": training_command(request),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
+    if request.elastic:
+        # torch keeps the agents' store across restarts, where a restarted worker cannot tell its attempt's keys
+        # (resume/torchrun_restarts.py): every rendezvous round gets a store of its own.
+        container["env"] = [{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"}]
     # DataLoader workers share batches through /dev/shm, which is 64 MB in a pod unless replaced.
     volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     resources = pod_resources(request)

@@ -68,10 +68,13 @@ def overrides_without_config(log_dir: Path, shapes_root: Path) -> list[str]:
 
 
 def operator_env(manifest: dict, replica_type: str, index: int, master_port: int) -> dict[str, str]:
-    """What the operator adds to the pod `<name>-<replica_type>-<index>` of this manifest."""
+    """The environment of the pod `<name>-<replica_type>-<index>` of this manifest: its container's own variables and
+    what the operator adds."""
     spec = manifest["spec"]
     pods = sum(replica["replicas"] for replica in spec["pytorchReplicaSpecs"].values())
-    env = {"PYTHONUNBUFFERED": "1", "PET_NPROC_PER_NODE": spec["nprocPerNode"]}
+    (container,) = spec["pytorchReplicaSpecs"][replica_type]["template"]["spec"]["containers"]
+    env = {variable["name"]: variable["value"] for variable in container.get("env", [])}
+    env |= {"PYTHONUNBUFFERED": "1", "PET_NPROC_PER_NODE": spec["nprocPerNode"]}
     if "elasticPolicy" in spec:
         # No master: the rendezvous is on worker-0's agent, at the port the operator gives every pod.
         policy = spec["elasticPolicy"]

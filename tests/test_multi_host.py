@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import timedelta
@@ -130,6 +131,74 @@ def test_torchrun_on_two_hosts_matches_one_host(one_host_losses):
         assert [process.returncode for process in processes] == [0, 0], outputs
         assert losses(first.workdir / "logs") == one_host_losses
         assert not (hosts[1].workdir / "logs").exists()  # only global rank 0 writes
+
+
+def elastic_torchrun(host: Host, first: Host, claim: Path) -> subprocess.Popen:
+    """One machine's agent of an elastic two-machine DDP job, as docs/clusters.md gives it, its logs/ on shared
+    storage (`claim`), continuing the experiment's newest checkpoint; output in `host`'s torchrun.log."""
+    (host.workdir / "logs").unlink(missing_ok=True)
+    (host.workdir / "logs").symlink_to(claim)
+    hosts_the_store = ["--rdzv_conf", "is_host=1"] if host is first else []
+    command = torchrun(
+        installed_python(),
+        *("--nnodes", "2:2", "--nproc_per_node", "1", "--max_restarts", "2", "--rdzv_backend", "c10d"),
+        *("--rdzv_id", "mlp", "--rdzv_endpoint", f"{first.address}:{RENDEZVOUS_PORT}", *hosts_the_store),
+    )
+    ranks = ["--trainer.strategy", "lightning.pytorch.strategies.DDPStrategy", "--trainer.strategy.timeout"]
+    ranks += [DDP_TIMEOUT, "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.num_nodes", "2"]
+    ranks += ["--trainer.max_epochs", "3", "--trainer.limit_train_batches", "10", "--trainer.deterministic", "true"]
+    log = (host.workdir / "torchrun.log").open("a")
+    env = host.environment(TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+    return host.popen(command + job_args(host) + ranks + ["--ckpt_path", "last"], env=env, stdout=log, stderr=log)
+
+
+@requires_hosts
+def test_elastic_torchrun_loses_a_host_and_ends_with_the_uninterrupted_weights():
+    """Once the job holds a checkpoint, every process of the second machine (agent and worker) is killed and its
+    agent started again, as a replaced machine would; the first machine's agent restarts its worker, both resume from
+    the shared checkpoint and the job ends with the uninterrupted job's weights."""
+    weights = {}
+    with EmulatedHosts(2) as hosts:
+        first, lost = hosts
+        for run in ("uninterrupted", "lost host"):
+            claim = hosts.root / f"claim-{run.replace(' ', '-')}"
+            claim.mkdir()
+            agents = [elastic_torchrun(host, first, claim) for host in hosts]
+            if run == "lost host":
+                deadline = time.monotonic() + RUN_TIMEOUT_S
+                while not any(claim.rglob("last.ckpt")) and agents[1].poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                lost.lose()
+                agents[1] = elastic_torchrun(lost, first, claim)
+            finished(agents)
+            outputs = [(host.workdir / "torchrun.log").read_text()[-3000:] for host in hosts]
+            assert [agent.returncode for agent in agents] == [0, 0], outputs
+            if run == "lost host":
+                assert "exiting 134, a restart resumes" in outputs[0], outputs[0]
+                assert "resume: continuing from" in outputs[0], outputs[0]  # global rank 0, on the first machine
+            weights[run] = final_weights(claim)
+    for name, expected in weights["uninterrupted"].items():
+        assert torch.equal(weights["lost host"][name], expected), name
+
+
+def test_torchrun_restarts_across_machines_sharing_the_agents_store_stop_with_the_fix(tmp_path):
+    """torch keeps the agents' store across restarts and each machine's agent counts restarts on its own, so a
+    restarted worker could not find its peers: such a job stops at once with the setting that gives each round a
+    store of its own."""
+    elastic = {"TORCHELASTIC_USE_AGENT_STORE": "True", "GROUP_WORLD_SIZE": "2", "TORCHELASTIC_MAX_RESTARTS": "2"}
+    result = subprocess.run(
+        [sys.executable, ROOT / "cli.py", "fit", "--config", ROOT / "configs" / "mlp.yaml"],
+        cwd=tmp_path,
+        env={**os.environ, **elastic},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: torchrun restarts across machines need a store per attempt: set TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 "
+        "in torchrun's environment on every machine"
+    ]
 
 
 @requires_hosts

@@ -99,6 +99,17 @@ class Host:
         self.processes.append(process)
         return process
 
+    def lose(self) -> None:
+        """Kill every process on this host at once (SIGKILL), as when the machine is lost: also those that left the
+        process group they were started in (torchrun's workers)."""
+        for pid in subprocess.run([IP, "netns", "pids", self.namespace], capture_output=True, text=True).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for process in self.processes:
+            process.wait()
+
     def run(
         self, argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = COMMAND_TIMEOUT_S, **kwargs
     ) -> subprocess.CompletedProcess:
