@@ -51,7 +51,7 @@ class ClassificationModule(LightningModule):
         loss = F.cross_entropy(logits, labels)
         self.train_metrics.update(logits, labels)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(labels))
-        self.log("train/epoch_loss", loss, on_step=False, on_epoch=True, batch_size=len(labels))
+        self.log("train/epoch_loss", loss, on_step=False, on_epoch=True, sync_dist=True, batch_size=len(labels))
         self.log_dict(self.train_metrics, on_step=False, on_epoch=True, batch_size=len(labels))
         return {"loss": loss, "logits": logits.detach()}
 
