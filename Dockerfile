@@ -3,9 +3,7 @@
 # One image serves CPU and CUDA nodes: PyPI's Linux torch wheels bundle the CUDA runtime (the node only
 # needs the NVIDIA driver) and train on the CPU when no GPU is visible. A smaller CPU-only image:
 #   docker build --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu -t IMAGE .
-# cookiecutter: only with wandb
-# Optional extras from pyproject.toml, e.g. W&B logging: --build-arg EXTRAS=wandb
-# cookiecutter: end
+# Optional extras from pyproject.toml: --build-arg EXTRAS=NAME[,NAME...].
 # PYTHON_VERSION must be 3.11 or newer (the dependency step reads pyproject.toml with tomllib).
 ARG PYTHON_VERSION=3.11
 FROM python:${PYTHON_VERSION}-slim

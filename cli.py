@@ -1,7 +1,8 @@
 """Train, validate, test or predict with any example: `python cli.py fit --config configs/EXAMPLE.yaml`.
 
 Every run, on a laptop or a cluster, goes through this LightningCLI; strategies and
-launchers only change how many processes run it and where.
+launchers only change how many processes run it and where. Optional parts add their options,
+or run the job elsewhere, through their module in cli_extensions/.
 """
 
 import gc
@@ -12,18 +13,17 @@ import sys
 import warnings
 from pathlib import Path
 
-import yaml  # cookiecutter: only with dask
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-import strategies  # registers strategies by name  # cookiecutter: only with mlp
 from callbacks.config_to_loggers import SaveConfigToLoggers
 from callbacks.model_summary import without_empty_flops
+from cli_extensions import hooks
 from cluster_network import RanksCannotConnect, rendezvous_network
+from datamodules import model_arguments
 from errors import UserInputError, find_user_error, lost_peer, one_line
 from errors.options import ShortErrorParser
-from launchers import DaskOptions, dask_requested  # cookiecutter: only with dask
 from resume.atomic_io import AtomicCheckpointIO
 from resume.epoch_metrics import EpochMetrics
 from resume.latest import check_fits, resolve_last
@@ -36,15 +36,9 @@ LOST_PEER_EXIT_CODE = 128 + signal.SIGABRT
 # `--ckpt_path` values Lightning resolves itself rather than opening a file of that name.
 CHECKPOINT_KEYWORDS = ("last", "best", "hpc", "registry")
 
-# Values only the datamodule knows, handed to the model when both are built. A link whose
-# target the chosen model lacks is skipped, so one list serves every example.
-DATA_TO_MODEL_LINKS = (
-    "num_classes",  # cookiecutter: only with cnn or mlp
-    "input_size",  # cookiecutter: only with mlp
-    "vocab",  # cookiecutter: only with lstm
-    "context_length",  # cookiecutter: only with lstm
-    "formulation",  # cookiecutter: only with lstm
-)
+# Values only the datamodule knows (each datamodule's `model_arguments`), handed to the model when both are built.
+# A link whose target the chosen model lacks is skipped, so one list serves every example.
+DATA_TO_MODEL_LINKS = model_arguments()
 
 
 class TemplateCLI(LightningCLI):
@@ -70,30 +64,26 @@ class TemplateCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         for name in DATA_TO_MODEL_LINKS:
             parser.link_arguments(f"data.{name}", f"model.init_args.{name}", apply_on="instantiate")
-        parser.add_class_arguments(DaskOptions, "dask")  # cookiecutter: only with dask
-
-    # cookiecutter: only with mlp
+        for add_arguments in hooks("add_arguments"):
+            add_arguments(parser)
 
     def parse_arguments(self, parser, args) -> None:
-        """`--trainer.strategy pipeline` (or layer_split) takes `--trainer.strategy.init_args.*` options too."""
         if args is not None and not isinstance(args, list):
             super().parse_arguments(parser, args)
             return
-        self.config = parser.parse_args(strategies.with_class_paths(sys.argv[1:] if args is None else args))
-
-    # cookiecutter: end
+        args = sys.argv[1:] if args is None else args
+        for rewrite_args in hooks("rewrite_args"):
+            args = rewrite_args(args)
+        self.config = parser.parse_args(args)
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand is None:
             return
         config = self.config[self.subcommand]
         if self.subcommand == "fit":
-            checkpoint_root = None  # where the experiment's checkpoints are, when not in its run folders
-            # cookiecutter: only with dask
-            if dask_requested(config.dask):
-                checkpoint_root = config.dask.checkpoint_dir
-            # cookiecutter: end
-            resolve_last(config, checkpoint_root)
+            # Where the experiment's checkpoints are, when not in its run folders.
+            roots = [root for checkpoint_root in hooks("checkpoint_root") if (root := checkpoint_root(config))]
+            resolve_last(config, roots[0] if roots else None)
         check_checkpoint_exists(config.ckpt_path)
 
     def after_instantiate_classes(self) -> None:
@@ -121,23 +111,12 @@ class TemplateCLI(LightningCLI):
         trainer.callbacks = without_empty_flops(trainer.callbacks)
         return trainer
 
-    # cookiecutter: only with dask
-
     def instantiate_classes(self) -> None:
-        """With `--dask.*` set, the Dask workers build and run everything; this process only launches them.
-
-        Without a subcommand (`run=False`, as the benchmarks build a trainer) there is nothing to launch.
-        """
-        if self.subcommand is None or not dask_requested(self.config[self.subcommand].dask):
-            super().instantiate_classes()
+        """An optional part may run the job elsewhere (on a cluster's workers); then nothing is left to run here."""
+        if any(run_elsewhere(self, run) for run_elsewhere in hooks("run_elsewhere")):
+            self.subcommand = None
             return
-        from launchers.dask_launcher import launch
-
-        resolved = yaml.safe_load(self.parser.dump(self.config, skip_unset=False))[self.subcommand]
-        launch(run, self.subcommand, resolved)
-        self.subcommand = None  # it ran on the workers: nothing is left to run here
-
-    # cookiecutter: end
+        super().instantiate_classes()
 
 
 def check_checkpoint_exists(ckpt_path: str | None) -> None:
@@ -176,12 +155,8 @@ def not_a_litlogger_tip(record: logging.LogRecord) -> bool:
 
 def release_job_resources() -> None:
     """Close what the job opened before the process, or the next job in the same process, goes on."""
-    # cookiecutter: only with wandb
-    # Left to exit handlers, a DDP run's W&B file can miss its last records.
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and wandb.run is not None:
-        wandb.finish()
-    # cookiecutter: end
+    for release in hooks("release"):
+        release()
     # Left to exit handlers, gloo's threads can abort the process after a successful run
     # ("terminate called without an active exception"), and a process that runs another job
     # (a launcher's worker) must not find this one's process group. The job's objects (trainer,
@@ -209,9 +184,7 @@ def main(args: list[str] | None = None) -> None:
             print(f"error: {error}; exiting {LOST_PEER_EXIT_CODE}, a restart retries", file=sys.stderr)
             sys.exit(LOST_PEER_EXIT_CODE)
         if (peer_error := lost_peer(error)) is not None:
-            # cookiecutter: only with kubernetes
-            # Retryable under a PyTorchJob `ExitCode` policy, like NCCL's own abort on a collective timeout (SIGABRT).
-            # cookiecutter: end
+            # Retryable by a launcher or a cluster's restart policy, like NCCL's own abort on a collective timeout.
             print(
                 f"error: lost another process of the job ({type(peer_error).__name__}: {one_line(peer_error)}); "
                 f"exiting {LOST_PEER_EXIT_CODE}, a restart resumes",

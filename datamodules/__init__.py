@@ -1,1 +1,26 @@
-"""LightningDataModules: where each example's data comes from and how it is split and batched."""
+"""LightningDataModules: where each example's data comes from and how it is split and batched.
+
+A datamodule names in `model_arguments` the values it hands to the model (`cli.py` links each to the model's
+argument of that name, when the model has one).
+"""
+
+import importlib
+import inspect
+import pkgutil
+from functools import cache
+
+from lightning.pytorch import LightningDataModule
+
+__all__ = ["model_arguments"]
+
+
+@cache
+def model_arguments() -> tuple[str, ...]:
+    """Every name a datamodule of this package hands to the model, once each."""
+    names: dict[str, None] = {}
+    for found in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{found.name}")
+        for _, datamodule in inspect.getmembers(module, inspect.isclass):
+            if issubclass(datamodule, LightningDataModule):
+                names |= dict.fromkeys(getattr(datamodule, "model_arguments", ()))
+    return tuple(names)

@@ -13,6 +13,7 @@ from errors import UserInputError, explained_download
 
 
 class FashionMNISTDataModule(SplitsDataModule):
+    model_arguments = ("num_classes", "input_size")
     class_names = FashionMNIST.classes
     num_classes = len(FashionMNIST.classes)
     input_size = 28 * 28

@@ -36,6 +36,8 @@ class ChosenClassesFolder(ImageFolder):
 
 
 class ImageFolderDataModule(SplitsDataModule):
+    model_arguments = ("num_classes", "input_size")
+
     def __init__(
         self,
         root: str,

@@ -132,6 +132,8 @@ def keep_batch(batch):
 
 
 class PetNamesDataModule(LightningDataModule):
+    model_arguments = ("vocab", "context_length", "formulation")
+
     def __init__(
         self,
         names_path: str = "data/pet_names.txt",
