@@ -3,9 +3,9 @@ loggers that keep a run config."""
 
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
-from lightning.pytorch.loggers import WandbLogger  # cookiecutter: only with wandb
 from typing_extensions import override
 
+from logger_extensions import extension
 from resume.run_directory import config_file_to_write, run_directory
 
 
@@ -34,8 +34,6 @@ class SaveConfigToLoggers(SaveConfigCallback):
     @override
     def save_config(self, trainer, pl_module, stage: str) -> None:
         """Loggers that keep a run config get the resolved one."""
-        # cookiecutter: only with wandb
         for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger):
-                logger.experiment.config.update(self.config.as_dict(), allow_val_change=True)
-        # cookiecutter: end
+            if (save := getattr(extension(logger), "save_config", None)) is not None:
+                save(logger, self.config.as_dict())

@@ -1,24 +1,21 @@
 """Images and tables that callbacks log, written as files into the run's log directory.
 
 Images land as PNG grids and tables as CSV files (image cells as PNG paths) under
-`<run directory>/media/<key>/`.
+`<run directory>/media/<key>/`. A logger that shows media natively gets them instead (logger_extensions/), so a
+user of a plain logger loses nothing.
 """
-# cookiecutter: only with wandb
-# A W&B logger gets native images, tables and artifacts instead, so a user without a W&B
-# account loses nothing.
-# cookiecutter: end
 
 import csv
 from pathlib import Path
 
 import torch
 from lightning.pytorch import Trainer
-from lightning.pytorch.loggers import WandbLogger  # cookiecutter: only with wandb
 
+from logger_extensions import extension
 from resume.run_directory import run_directory
 
 
-def _displayable(images: torch.Tensor) -> torch.Tensor:
+def displayable(images: torch.Tensor) -> torch.Tensor:
     """Rescale each normalised image to [0, 1] so it can be looked at."""
     images = images.detach().float().cpu()
     low = images.amin(dim=(1, 2, 3), keepdim=True)
@@ -33,21 +30,19 @@ def _local_dir(trainer: Trainer, key: str) -> Path:
     return folder
 
 
-# cookiecutter: only with wandb
-def _wandb_loggers(trainer: Trainer) -> list[WandbLogger]:
-    return [logger for logger in trainer.loggers if isinstance(logger, WandbLogger)]
+def _native(trainer: Trainer, function: str) -> list[tuple]:
+    """(logger, its extension's `function`) for every logger that shows this kind of media natively."""
+    found = [(logger, getattr(extension(logger), function, None)) for logger in trainer.loggers]
+    return [(logger, log) for logger, log in found if log is not None]
 
 
-# cookiecutter: end
 def log_images(trainer: Trainer, key: str, images: torch.Tensor, caption: str) -> None:
-    images = _displayable(images)
-    # cookiecutter: only with wandb
-    wandb_loggers = _wandb_loggers(trainer)
-    for logger in wandb_loggers:
-        logger.log_image(key, images=list(images), caption=[caption] * len(images))
-    if wandb_loggers:
+    images = displayable(images)
+    native = _native(trainer, "log_images")
+    for logger, log in native:
+        log(logger, key, images, caption)
+    if native:
         return
-    # cookiecutter: end
     from torchvision.utils import save_image
 
     save_image(images, _local_dir(trainer, key) / f"step{trainer.global_step:06d}.png", nrow=len(images))
@@ -58,24 +53,11 @@ def log_table(
 ) -> None:
     """Log rows whose cells are numbers, strings or image tensors; `artifact_type` names the kind of a versioned
     copy."""
-    # cookiecutter: only with wandb
-    wandb_loggers = _wandb_loggers(trainer)
-    if wandb_loggers:
-        import wandb
-
-        data = [
-            [wandb.Image(_displayable(cell[None])[0]) if isinstance(cell, torch.Tensor) else cell for cell in row]
-            for row in rows
-        ]
-        for logger in wandb_loggers:
-            table = wandb.Table(columns=columns, data=data)
-            logger.experiment.log({key: table})
-            if artifact_type:
-                artifact = wandb.Artifact(f"{key.replace('/', '_')}_{logger.experiment.id}", type=artifact_type)
-                artifact.add(table, key.replace("/", "_"))
-                logger.experiment.log_artifact(artifact)
+    native = _native(trainer, "log_table")
+    for logger, log in native:
+        log(logger, key, columns, rows, artifact_type)
+    if native:
         return
-    # cookiecutter: end
     folder = _local_dir(trainer, key)
     table_file = folder / f"step{trainer.global_step:06d}.csv"
     with table_file.open("w", newline="") as handle:
@@ -91,5 +73,5 @@ def _save_cell(cell, table_file: Path, row_index: int):
     from torchvision.utils import save_image
 
     image_file = table_file.with_name(f"{table_file.stem}_row{row_index:04d}.png")
-    save_image(_displayable(cell[None]), image_file)
+    save_image(displayable(cell[None]), image_file)
     return image_file.name

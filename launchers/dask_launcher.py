@@ -46,6 +46,7 @@ from launchers.dask_worker import (
     job_reference,
     run_rank,
 )
+from logger_extensions import extension
 from resume.atomic_io import write_atomically
 from resume.checkpoint import keep_as_previous
 from resume.csv_logger import drop_rows_from_step
@@ -643,16 +644,12 @@ def pin_run_version(resolved: dict, output_root: Path) -> None:
     """Fix the run's version directory before the ranks start, so checkpoints they send land in the right place and
     every restart of the job continues the same run."""
     loggers = as_list(resolved["trainer"].get("logger"))
-    # cookiecutter: only with wandb
-    for wandb_logger in loggers:
-        if isinstance(wandb_logger, dict) and wandb_logger.get("class_path", "").endswith("WandbLogger"):
-            init_args = wandb_logger.setdefault("init_args", {})
-            if init_args.get("id") is None and init_args.get("version") is None:
-                # A restart resumes the W&B run by its id. A letter first: the ranks' YAML reader (jsonargparse's)
-                # takes an id such as 12e45678 for a number, and the run fails on it.
-                init_args["id"] = f"d{uuid.uuid4().hex[:7]}"
-                log.info(f"dask: W&B run id {init_args['id']}: every attempt of this job continues it")
-    # cookiecutter: end
+    for configured in loggers:  # a logger that names its runs gets a name every attempt continues
+        if not isinstance(configured, dict):
+            continue
+        pin_run = getattr(extension(configured.get("class_path", "").rsplit(".", 1)[-1]), "pin_run", None)
+        if pin_run is not None and (pinned := pin_run(configured.setdefault("init_args", {}))):
+            log.info(f"dask: {pinned}")
     logger = loggers[0] if loggers and isinstance(loggers[0], dict) else None
     run_argument = RUN_FOLDERS.get(logger["class_path"].rsplit(".", 1)[-1], (None,))[-1] if logger else None
     if run_argument != "version":  # numbered run folders only; other loggers name their runs

@@ -15,6 +15,7 @@ import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from errors import UserInputError, one_line
+from logger_extensions import run_folders
 from resume.checkpoint import LAST_NAME, PREVIOUS_NAME
 from resume.csv_logger import drop_rows_from_step
 from resume.run_directory import METRICS_FILE, VERSION_DIR
@@ -28,7 +29,7 @@ RUN_FOLDERS = {
     "CSVLogger": ("name", None, "version"),
     "ContinuingCSVLogger": ("name", None, "version"),
     "TensorBoardLogger": ("name", None, "version"),
-    "WandbLogger": ("project", "WANDB_PROJECT", "id"),  # cookiecutter: only with wandb
+    **run_folders(),
 }
 PREFERRED = (LAST_NAME, PREVIOUS_NAME)
 

@@ -85,7 +85,13 @@ PATHS = {
         "tests/test_dask_launcher.py",
         "tests/stalling_rank.py",
     ],
-    "wandb": ["docs/monitoring.md", "configs/logger", "cli_extensions/wandb.py", "tests/wandb_records.py"],
+    "wandb": [
+        "docs/monitoring.md",
+        "configs/logger",
+        "cli_extensions/wandb.py",
+        "logger_extensions/wandblogger.py",
+        "tests/wandb_records.py",
+    ],
     # Each benchmark compares what its examples and parts do.
     "cnn and mlp": ["benchmarks/strategies.py", "models/staged_resnet.py", "tests/test_staged_resnet.py"],
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py"],
