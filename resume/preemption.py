@@ -6,10 +6,7 @@ import threading
 
 from lightning.pytorch.strategies import Strategy
 
-# 128 + SIGTERM: what a process killed by SIGTERM reports.
-# cookiecutter: only with kubernetes
-# A PyTorchJob `ExitCode` policy retries it.
-# cookiecutter: end
+# 128 + SIGTERM: what a process killed by SIGTERM reports, and what a restart policy on exit codes retries.
 PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -100,9 +100,7 @@ def stage_count_problem(schedule: type, num_stages: int, processes: int) -> str 
         fix = f"give the model {per_process * processes} stages"
     else:
         devices = num_stages // (per_process or 1)
-        fix = f"set --trainer.devices {devices}"
-        fix += f" (under the Dask launcher --dask.n_workers {devices})"  # cookiecutter: only with dask
-        fix += " or change the model's number of stages"
+        fix = f"set --trainer.devices {devices} (or {devices} rank(s) on a launcher) or change the model's stages"
     name = schedule.__name__.removeprefix("Schedule")
     return (
         f"pipeline schedule {name} runs {rule}, but the model has {num_stages} stages and the trainer starts "
