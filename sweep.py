@@ -13,11 +13,10 @@ import yaml
 from jsonargparse import ArgumentParser
 
 from errors import UserInputError, one_line
-from sweeps import options as sweep_options
+from sweeps.placements import options_class
 
-# The sweep section's options (those of the parts the project has).
-SweepOptions = sweep_options.SweepOptions  # cookiecutter: only with not dask
-SweepOptions = sweep_options.SweepOnDaskOptions  # cookiecutter: only with dask
+# The sweep section's options (with those of the parts the project has).
+SweepOptions = options_class()
 OWN_FLAGS = ("-h", "--help")
 PRINT_CONFIG = "--print_config"
 EPILOG = (

@@ -43,21 +43,3 @@ class SweepOptions:
     pruner_startup_trials: int = 2
     pruner_warmup_steps: int = 0
     max_restarts: int = 1
-
-
-# cookiecutter: only with dask
-
-
-@dataclass
-class SweepOnDaskOptions(SweepOptions):
-    """A hyper-parameter sweep over `cli.py fit` runs (needs the `sweep` extra).
-
-    Args:
-        ranks_per_trial: Run each trial on its own embedded Dask cluster of this many workers, one DDP rank each
-            (adds `--dask.n_workers`; needs the `dask` extra). Concurrent trials use disjoint workers and ports.
-    """
-
-    ranks_per_trial: int | None = None
-
-
-# cookiecutter: end

@@ -10,6 +10,7 @@ import yaml
 from errors import UserInputError
 from sweeps.driver import Driver, open_study, say
 from sweeps.options import SweepOptions
+from sweeps.placements import trial_placement
 from sweeps.results import write_results
 from sweeps.space import distributions
 from sweeps.trial_logging import trial_logging
@@ -39,9 +40,9 @@ def run_sweep(options: SweepOptions, training_arguments: list[str]) -> None:
 
 
 def check_options(options: SweepOptions) -> None:
-    for name in ("trials", "parallel", "ranks_per_trial"):
-        value = getattr(options, name, None)
-        if value is not None and value < 1:
+    for name in ("trials", "parallel"):
+        value = getattr(options, name)
+        if value < 1:
             raise UserInputError(f"--sweep.{name} must be at least 1, got {value}")
     if options.max_restarts < 0:
         raise UserInputError(f"--sweep.max_restarts must be 0 or more, got {options.max_restarts}")
@@ -56,21 +57,3 @@ def resolved_training_config(arguments: list[str]) -> str:
         print(result.stderr, end="", file=sys.stderr)
         sys.exit(result.returncode)
     return result.stdout
-
-
-def trial_placement(options: SweepOptions, base: dict):
-    """Where the trials run: None for this machine, unless an optional part places them elsewhere."""
-    # cookiecutter: only with dask
-    address = (base.get("dask") or {}).get("address")
-    ranks_per_trial = getattr(options, "ranks_per_trial", None)
-    if address is not None and ranks_per_trial is None:
-        raise UserInputError(
-            "trials on an existing Dask cluster (--dask.address) need --sweep.ranks_per_trial, the workers each "
-            "trial holds, so that concurrent trials never share one"
-        )
-    if ranks_per_trial is not None:
-        from sweeps.dask_trials import placement
-
-        return placement(address, ranks_per_trial, options.parallel)
-    # cookiecutter: end
-    return None

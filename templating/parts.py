@@ -117,7 +117,7 @@ PATHS = {
     "sweep and lstm and dask": ["benchmarks/sweep.py"],
     "sweep and mlp": ["configs/sweeps/mlp.yaml"],
     "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
-    "sweep and dask": ["sweeps/dask_trials.py"],
+    "sweep and dask": ["sweeps/dask_trials.py", "sweeps/placements/dask.py"],
     "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
 }
 
