@@ -1,15 +1,15 @@
 """The CNN example: a torchvision backbone picked by name, trained as an image classifier."""
 
 import torch
-from jsonargparse.typing import PositiveInt  # cookiecutter: only with mlp
+from jsonargparse.typing import PositiveInt
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
-from torch import nn  # cookiecutter: only with mlp
-from torchvision.models import ResNet  # cookiecutter: only with mlp
+from torch import nn
+from torchvision.models import ResNet
 
-from errors import UserInputError  # cookiecutter: only with mlp
+from errors import UserInputError
 from lightning_modules.classification import ClassificationModule
 from models.image_backbones import build_backbone
-from models.staged_resnet import PARTS, StagedResNet  # cookiecutter: only with mlp
+from models.staged_resnet import PARTS, StagedResNet
 
 
 class ImageClassifier(ClassificationModule):
@@ -18,7 +18,7 @@ class ImageClassifier(ClassificationModule):
         num_classes: int,
         backbone: str = "resnet18",
         pretrained: bool = False,
-        num_stages: PositiveInt = 2,  # cookiecutter: only with mlp
+        num_stages: PositiveInt = 2,
         optimizer: OptimizerCallable = torch.optim.Adam,
         scheduler: LRSchedulerCallable | None = None,
     ):
@@ -27,12 +27,11 @@ class ImageClassifier(ClassificationModule):
             num_classes: linked from the datamodule by `cli.py`.
             backbone: any torchvision classification model name (resnet18, resnet50, ...).
             pretrained: start from ImageNet weights; they must be in the torch hub cache when offline.
-            num_stages: consecutive stages a ResNet is grouped into, for the pipeline.  # cookiecutter: only with mlp
+            num_stages: consecutive stages a ResNet is grouped into, for the pipeline.
         """
         super().__init__(num_classes, optimizer, scheduler)
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.network = build_backbone(backbone, num_classes, pretrained)
-        # cookiecutter: only with mlp
         # Any number of stages loads any checkpoint: a resumed run takes num_stages from its command line, not
         # from the checkpoint's hyperparameters.
         self.hparams.pop("num_stages")
@@ -52,5 +51,3 @@ class ImageClassifier(ClassificationModule):
                 "or use --trainer.strategy ddp"
             )
         return self.network.stages()
-
-    # cookiecutter: end

@@ -18,9 +18,7 @@ def model_stages(module: nn.Module, strategy_name: str) -> list[nn.Module]:
     if not isinstance(module, StagedModel):
         raise UserInputError(
             f"{type(module).__name__} does not declare stages(), so the {strategy_name} strategy cannot split it; "
-            "use a model that implements models.staged.StagedModel (e.g. "
-            "lightning_modules.mlp_classifier.MLPClassifier) "
-            "or --trainer.strategy ddp"
+            "use a model that implements models.staged.StagedModel or --trainer.strategy ddp"
         )
     stages = list(module.stages())
     if not stages:

@@ -29,6 +29,7 @@ CHOICES = (*EXAMPLES, *OPTIONAL_PARTS)
 PATHS = {
     "cnn": [
         "models/image_backbones.py",
+        "models/staged_resnet.py",
         "lightning_modules/image_classifier.py",
         "configs/cnn.yaml",
         "configs/cnn_dogs.yaml",
@@ -38,6 +39,10 @@ PATHS = {
         "benchmarks/resume.py",
     ],
     "cnn or mlp": [
+        "models/staged.py",
+        "configs/strategies",
+        "strategies",
+        "cli_extensions/model_parallel.py",
         "lightning_modules/classification.py",
         "datamodules/image_folder.py",
         "datamodules/synthetic_shapes.py",
@@ -61,15 +66,11 @@ PATHS = {
         "tests/test_prepare_pet_names.py",
     ],
     "mlp": [
-        "models/staged.py",
         "models/staged_mlp.py",
         "lightning_modules/mlp_classifier.py",
         "datamodules/fashion_mnist.py",
         "configs/mlp.yaml",
         "configs/mlp_fashion_mnist.yaml",
-        "configs/strategies",
-        "strategies",
-        "cli_extensions/model_parallel.py",
         "callbacks/confusion_matrix.py",
         "tests/test_fashion_mnist_data.py",
         "tests/test_strategies.py",
@@ -93,7 +94,7 @@ PATHS = {
         "tests/wandb_records.py",
     ],
     # Each benchmark compares what its examples and parts do.
-    "cnn and mlp": ["benchmarks/strategies.py", "models/staged_resnet.py", "tests/test_staged_resnet.py"],
+    "cnn and mlp": ["benchmarks/strategies.py", "tests/test_staged_resnet.py"],
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py"],
     "dask and lstm": ["benchmarks/dask_launcher.py"],
     "dask and mlp": ["tests/test_dask_tls.py"],

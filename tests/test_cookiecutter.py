@@ -24,7 +24,7 @@ from templating.parts import CHOICES, PATHS, TemplateError, evaluate, keep_chose
 TRACES = {
     "cnn": ["cnn", "image_classifier", "resnet", "dogs"],
     "lstm": ["lstm", "pet_name", "pet name", "name_generator", "generated_names"],
-    "mlp": ["mlp", "layer_split", "fashion", "staged"],
+    "mlp": ["mlp", "fashion"],  # the strategies and staged models come with the CNN too
     "dask": ["dask"],
     "wandb": ["wandb", "w&b", "weights & biases"],
     "kubernetes": ["kubernetes", "kubeflow", "pytorchjob", "run:ai", "runai", "docker"],
