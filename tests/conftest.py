@@ -13,14 +13,10 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import cli  # noqa: E402
+from tests.helpers.examples import CONFIGS, shrink_args  # noqa: E402
 
 # One config per example, for the tests that hold for every example.
-EXAMPLE_CONFIGS = [
-    "cnn.yaml",  # cookiecutter: only with cnn
-    "lstm.yaml",  # cookiecutter: only with lstm
-    "mlp.yaml",  # cookiecutter: only with mlp
-]
-
+EXAMPLE_CONFIGS = CONFIGS
 
 # What a launcher sets in the process that launches ranks. A test that runs one in this process must not leave it to
 # later tests, whose processes would take themselves for ranks started by someone else and wait forever.
@@ -64,33 +60,7 @@ def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, 
         "--trainer.logger.init_args.save_dir",
         str(log_dir),
     ]
-    # cookiecutter: only with cnn or mlp
-    if config in (
-        "cnn.yaml",  # cookiecutter: only with cnn
-        "mlp.yaml",  # cookiecutter: only with mlp
-    ):
-        args += [
-            "--data.init_args.root",
-            str(shapes_root),
-            "--data.init_args.images_per_class",
-            "12",
-            "--data.init_args.canvas_size",
-            "32",
-            "--data.init_args.num_workers",
-            "0",
-            "--data.init_args.batch_size",
-            "8",
-        ]
-    # cookiecutter: end
-    # cookiecutter: only with cnn
-    if config == "cnn.yaml":
-        args += ["--data.init_args.image_size", "32"]
-    # cookiecutter: end
-    # cookiecutter: only with lstm
-    if config == "lstm.yaml":
-        args += ["--data.init_args.batch_size", "256"]
-    # cookiecutter: end
-    return args + list(extra)
+    return args + shrink_args(config, shapes_root) + list(extra)
 
 
 def run_cli(subcommand: str, args: list[str]) -> None:

@@ -1,0 +1,26 @@
+"""Each example's config and the options that shrink it to a seconds-long CPU run: one module per example, so a
+project keeps the modules of the examples it has. A module sets `CONFIG` (its file in configs/) and defines
+`shrink(shapes_root) -> list[str]`."""
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+__all__ = ["CONFIGS", "shrink_args"]
+
+_BY_CONFIG = {
+    module.CONFIG: module
+    for module in (
+        importlib.import_module(f"{__name__}.{found.name}")
+        for found in pkgutil.iter_modules(__path__)
+        if not found.name.startswith("_")
+    )
+}
+# One config per example, in module-name order, for the tests that hold for every example.
+CONFIGS = list(_BY_CONFIG)
+
+
+def shrink_args(config: str, shapes_root: Path | None) -> list[str]:
+    """The example's own shrinking options; none for a config of no example here."""
+    example = _BY_CONFIG.get(config)
+    return example.shrink(shapes_root) if example is not None else []

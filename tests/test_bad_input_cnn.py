@@ -1,0 +1,82 @@
+"""The CNN example's mistakes: each gives one clear line naming the problem and exit 2."""
+
+import pytest
+from PIL import Image
+
+from conftest import small_run_args
+from tests.helpers.user_errors import assert_out_of_range, failing_run
+
+
+def image_folder_args(tmp_path, root) -> list[str]:
+    return small_run_args("cnn.yaml", tmp_path, None) + [
+        "--data",
+        "datamodules.image_folder.ImageFolderDataModule",
+        "--data.init_args.root",
+        str(root),
+        "--data.init_args.num_workers",
+        "0",
+        "--data.init_args.image_size",
+        "32",
+    ]
+
+
+def write_images(folder, count: int) -> None:
+    folder.mkdir(parents=True)
+    for index in range(count):
+        Image.new("RGB", (8, 8), (index * 20, 0, 0)).save(folder / f"{index}.png")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "rule"),
+    [
+        ("--data.init_args.train_fraction", "1.0", "must be > 0 and < 1"),
+        ("--data.init_args.image_size", "0", "must be > 0"),
+    ],
+)
+def test_value_out_of_range_names_the_option(option, value, rule, tmp_path, capsys):
+    assert_out_of_range(capsys, small_run_args("cnn.yaml", tmp_path), option, value, rule)
+
+
+def test_missing_image_folder(tmp_path, capsys):
+    error = failing_run(capsys, "fit", image_folder_args(tmp_path, tmp_path / "dogs"))
+    assert f"image folder {tmp_path / 'dogs'} does not exist" in error
+
+
+def test_image_folder_without_class_folders(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    error = failing_run(capsys, "fit", image_folder_args(tmp_path, tmp_path / "empty"))
+    assert "has no class sub-folders" in error
+
+
+def test_class_folder_without_images(tmp_path, capsys):
+    write_images(tmp_path / "images" / "beagle", 4)
+    (tmp_path / "images" / "pug").mkdir()
+    error = failing_run(capsys, "fit", image_folder_args(tmp_path, tmp_path / "images"))
+    assert "pug" in error and "no valid file" in error.lower()
+
+
+def test_corrupt_image_names_the_file(tmp_path, capsys):
+    for breed in ("beagle", "pug"):
+        write_images(tmp_path / "images" / breed, 6)
+    (tmp_path / "images" / "pug" / "broken.png").write_bytes(b"not an image at all")
+    error = failing_run(
+        capsys,
+        "fit",
+        image_folder_args(tmp_path, tmp_path / "images")
+        + ["--trainer.limit_train_batches", "1.0", "--trainer.limit_val_batches", "1.0"],
+    )
+    assert "cannot read image" in error and "broken.png" in error
+
+
+def test_pretrained_weights_offline_fail_fast(tmp_path, capsys, monkeypatch, shapes_root):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
+    error = failing_run(
+        capsys, "fit", small_run_args("cnn.yaml", tmp_path, shapes_root) + ["--model.init_args.pretrained", "true"]
+    )
+    assert "pretrained weights" in error and "pretrained to false" in error
+
+
+def test_missing_dogs_data_says_what_how_and_which_flag(tmp_path, capsys):
+    error = failing_run(capsys, "fit", small_run_args("cnn_dogs.yaml", tmp_path))
+    assert "image folder data/dogs/Images does not exist" in error
+    assert "images.tar" in error and "--data.init_args.root" in error

@@ -1,0 +1,71 @@
+"""The LSTM example's mistakes: one clear line, exit 2, and nothing earlier destroyed."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli, small_run_args
+from tests.helpers.user_errors import assert_out_of_range, failing_run
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "rule"),
+    [
+        ("--data.init_args.context_length", "0", "must be > 0"),
+        ("--data.init_args.val_fraction", "1", "must be >= 0 and < 1"),
+        ("--model.init_args.temperature", "0", "must be > 0"),
+        ("--model.init_args.dropout", "1.5", "must be >= 0 and <= 1"),
+    ],
+)
+def test_value_out_of_range_names_the_option(option, value, rule, tmp_path, capsys):
+    assert_out_of_range(capsys, small_run_args("lstm.yaml", tmp_path), option, value, rule)
+
+
+def test_missing_names_file(tmp_path, capsys):
+    error = failing_run(
+        capsys,
+        "fit",
+        small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "nope.txt")],
+    )
+    assert error.strip() == (
+        f"error: names file {tmp_path / 'nope.txt'} does not exist; set --data.init_args.names_path (derive "
+        "the default with scripts/prepare_pet_names.py)"
+    )
+
+
+def test_names_file_without_usable_names(tmp_path, capsys):
+    names = tmp_path / "names.txt"
+    names.write_text("R2D2\n\n¡Olé!\n")
+    error = failing_run(
+        capsys, "fit", small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(names)]
+    )
+    assert "has no usable name: 3 of 3" in error
+
+
+def test_failed_run_keeps_earlier_checkpoints_and_logs(tmp_path, capsys):
+    run_cli("fit", small_run_args("lstm.yaml", tmp_path))
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    assert any(path.name == "last.ckpt" for path in before) and any(path.name == "metrics.csv" for path in before)
+    failing_run(
+        capsys,
+        "fit",
+        small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "missing.txt")],
+    )
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_command_line_error_is_one_line_without_traceback(tmp_path):
+    args = small_run_args("lstm.yaml", tmp_path) + ["--data.init_args.names_path", str(tmp_path / "missing.txt")]
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "fit", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: names file")
