@@ -39,6 +39,7 @@ PATHS = {
         "benchmarks/resume.py",
         "tests/helpers/examples/cnn.py",
         "tests/test_bad_input_cnn.py",
+        "tests/test_monitoring_cnn.py",
     ],
     "cnn or mlp": [
         "models/staged.py",
@@ -69,6 +70,7 @@ PATHS = {
         "tests/test_prepare_pet_names.py",
         "tests/helpers/examples/lstm.py",
         "tests/test_bad_input_lstm.py",
+        "tests/test_monitoring_lstm.py",
     ],
     "mlp": [
         "models/staged_mlp.py",
@@ -79,6 +81,7 @@ PATHS = {
         "callbacks/confusion_matrix.py",
         "tests/helpers/examples/mlp.py",
         "tests/test_bad_input_mlp.py",
+        "tests/test_monitoring_mlp.py",
         "tests/test_fashion_mnist_data.py",
         "tests/test_strategies.py",
         "tests/test_pipeline_schedules.py",
@@ -97,6 +100,7 @@ PATHS = {
         "docs/monitoring.md",
         "configs/logger",
         "cli_extensions/wandb.py",
+        "tests/test_monitoring_wandb.py",
         "logger_extensions/wandblogger.py",
         "tests/wandb_records.py",
     ],
@@ -105,6 +109,7 @@ PATHS = {
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py"],
     "dask and lstm": ["benchmarks/dask_launcher.py"],
     "dask and mlp": ["tests/test_dask_tls.py"],
+    "dask and wandb": ["tests/test_monitoring_wandb_dask.py"],
     "dask and mlp and cnn": ["benchmarks/recovery.py"],
     "wandb and cnn": ["benchmarks/monitoring.py"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
@@ -138,7 +143,7 @@ SUBSTITUTIONS = {
     ],
     "README.md": [("# Lightning distributed training template\n", "# {project_name}\n")],
     "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
-    "tests/test_monitoring.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
+    "tests/test_monitoring_wandb.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
 }
 
 # Files whose "#" starts a comment only at the beginning of a line: no end-of-line markers there.
