@@ -40,6 +40,7 @@ PATHS = {
         "tests/helpers/examples/cnn.py",
         "tests/test_bad_input_cnn.py",
         "tests/test_monitoring_cnn.py",
+        "tests/test_ddp_cnn.py",
     ],
     "cnn or mlp": [
         "models/staged.py",
@@ -71,6 +72,8 @@ PATHS = {
         "tests/helpers/examples/lstm.py",
         "tests/test_bad_input_lstm.py",
         "tests/test_monitoring_lstm.py",
+        "tests/test_ddp_lstm.py",
+        "tests/test_examples_fit_lstm.py",
     ],
     "mlp": [
         "models/staged_mlp.py",
@@ -82,13 +85,14 @@ PATHS = {
         "tests/helpers/examples/mlp.py",
         "tests/test_bad_input_mlp.py",
         "tests/test_monitoring_mlp.py",
+        "tests/test_examples_fit_mlp.py",
         "tests/test_fashion_mnist_data.py",
         "tests/test_strategies.py",
         "tests/test_pipeline_schedules.py",
         "tests/test_resume.py",
         "tests/test_multi_host.py",
     ],
-    "cnn or lstm": ["tests/test_ddp_examples.py", "benchmarks", "docs/performance.md"],
+    "cnn or lstm": ["benchmarks", "docs/performance.md"],
     "dask": [
         "docs/dask.md",
         "launchers",

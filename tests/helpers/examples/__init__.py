@@ -1,12 +1,12 @@
 """Each example's config and the options that shrink it to a seconds-long CPU run: one module per example, so a
 project keeps the modules of the examples it has. A module sets `CONFIG` (its file in configs/) and defines
-`shrink(shapes_root) -> list[str]`."""
+`shrink(shapes_root) -> list[str]`; `LOGGED` lists the metrics every run of it logs."""
 
 import importlib
 import pkgutil
 from pathlib import Path
 
-__all__ = ["CONFIGS", "shrink_args"]
+__all__ = ["CONFIGS", "logged", "shrink_args"]
 
 _BY_CONFIG = {
     module.CONFIG: module
@@ -24,3 +24,8 @@ def shrink_args(config: str, shapes_root: Path | None) -> list[str]:
     """The example's own shrinking options; none for a config of no example here."""
     example = _BY_CONFIG.get(config)
     return example.shrink(shapes_root) if example is not None else []
+
+
+def logged(config: str) -> list[str]:
+    """The metrics every run of the example with this config logs."""
+    return _BY_CONFIG[config].LOGGED

@@ -1,21 +1,18 @@
-"""`--trainer.strategy ddp --trainer.devices 2` on CPU (gloo): every example trains, only rank 0 writes."""
-# cookiecutter: only with mlp
-# The staged MLP's DDP run against one device, and resuming a DDP checkpoint, are in test_strategies.py.
-# cookiecutter: end
+"""`--trainer.strategy ddp --trainer.devices 2` on CPU (gloo): the LSTM's batches shard by rank, it trains and
+generates names, only rank 0 writes."""
 
-from types import SimpleNamespace  # cookiecutter: only with lstm
+from types import SimpleNamespace
 
-import torch  # cookiecutter: only with lstm
+import torch
 from strategy_runs import checkpoint_path, run_ok
-from torch.utils.data import DistributedSampler  # cookiecutter: only with lstm
+from torch.utils.data import DistributedSampler
 
 from conftest import ROOT, read_metrics, small_run_args
-from datamodules.pet_names import CharWindows, PetNamesDataModule  # cookiecutter: only with lstm
+from datamodules.pet_names import CharWindows, PetNamesDataModule
 
 DDP = ("--trainer.strategy", "ddp", "--trainer.devices", "2")
 
 
-# cookiecutter: only with lstm
 def test_pet_name_training_batches_shard_by_rank_without_lightnings_sampler():
     """The resumable loader places each rank's share itself; being a DistributedSampler, Lightning keeps it."""
     positions = torch.arange(1003)
@@ -34,22 +31,6 @@ def test_pet_name_training_batches_shard_by_rank_without_lightnings_sampler():
     assert len(set(per_rank[0]) & set(per_rank[1])) == 1
 
 
-# cookiecutter: end
-
-
-# cookiecutter: only with cnn
-def test_cnn_trains_on_two_processes_and_only_rank_zero_writes(tmp_path, shapes_root):
-    """Metric reduction itself is compared with one device in test_strategies.py (same ClassificationModule)."""
-    run_ok("fit", small_run_args("cnn.yaml", tmp_path, shapes_root, *DDP))
-    assert [path.parent.name for path in tmp_path.rglob("metrics.csv")] == ["version_0"]
-    assert [row["val/acc"] for row in read_metrics(tmp_path) if row.get("val/acc")]
-    assert sorted(path.name for path in tmp_path.rglob("*.ckpt")) == ["best-epoch00-step3.ckpt", "last.ckpt"]
-
-
-# cookiecutter: end
-
-
-# cookiecutter: only with lstm
 def test_lstm_trains_and_generates_names_on_two_processes(tmp_path):
     run_ok("fit", small_run_args("lstm.yaml", tmp_path / "fit", None, *DDP))
     rows = read_metrics(tmp_path / "fit")
@@ -74,6 +55,3 @@ def test_lstm_trains_and_generates_names_on_two_processes(tmp_path):
     )
     (names_file,) = (tmp_path / "predict").rglob("generated_names.txt")
     assert len(names_file.read_text().splitlines()) == 40  # 20 per rank, gathered and written once
-
-
-# cookiecutter: end
