@@ -145,7 +145,15 @@ SUBSTITUTIONS = {
         ('name = "lightning-distributed-template"', 'name = "{project_slug}"'),
         ('authors = [{name = "Lightning distributed template contributors"}]', 'authors = [{{name = "{author}"}}]'),
     ],
-    "README.md": [("# Lightning distributed training template\n", "# {project_name}\n")],
+    "README.md": [
+        ("# Lightning distributed training template\n", "# {project_name}\n"),
+        # The set-up commands train the first example the project has.
+        (
+            "python cli.py fit --config configs/cnn.yaml\n```\n\nThe first",
+            "python cli.py fit --config configs/{main_example}.yaml\n```\n\nThe first",
+        ),
+        ("`config.yaml` to `logs/cnn/version_N/`.", "`config.yaml` to `logs/{main_example}/version_N/`."),
+    ],
     "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
     "tests/test_monitoring_wandb.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
 }
@@ -252,6 +260,7 @@ def truth_table(answers: dict | None) -> dict[str, bool]:
 def apply_answers(project_dir: Path, answers: dict) -> None:
     """Turn a full copy of the repository in `project_dir` into the project the answers describe."""
     validate_answers(answers)
+    main_example = next(example for example in EXAMPLES if chosen(answers, example))
     for relative, replacements in SUBSTITUTIONS.items():  # first, while every file is complete
         path = project_dir / relative
         text = path.read_text()
@@ -260,7 +269,7 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
                 raise TemplateError(
                     f"{relative} no longer contains {old!r}: update SUBSTITUTIONS in templating/parts.py"
                 )
-            text = text.replace(old, new.format(**answers))
+            text = text.replace(old, new.format(**answers, main_example=main_example))
         path.write_text(text)
     truth = truth_table(answers)
     for condition, paths in PATHS.items():
