@@ -41,6 +41,7 @@ PATHS = {
         "tests/test_bad_input_cnn.py",
         "tests/test_monitoring_cnn.py",
         "tests/test_ddp_cnn.py",
+        "docs/examples/cnn.md",
     ],
     "cnn or mlp": [
         "models/staged.py",
@@ -73,6 +74,7 @@ PATHS = {
         "tests/test_bad_input_lstm.py",
         "tests/test_monitoring_lstm.py",
         "tests/test_ddp_lstm.py",
+        "docs/examples/lstm.md",
         "tests/test_examples_fit_lstm.py",
     ],
     "mlp": [
@@ -86,6 +88,7 @@ PATHS = {
         "tests/test_bad_input_mlp.py",
         "tests/test_monitoring_mlp.py",
         "tests/test_examples_fit_mlp.py",
+        "docs/examples/mlp.md",
         "tests/test_fashion_mnist_data.py",
         "tests/test_strategies.py",
         "tests/test_pipeline_schedules.py",
@@ -153,6 +156,7 @@ SUBSTITUTIONS = {
             "python cli.py fit --config configs/{main_example}.yaml\n```\n\nThe first",
         ),
         ("`config.yaml` to `logs/cnn/version_N/`.", "`config.yaml` to `logs/{main_example}/version_N/`."),
+        ("--config configs/cnn.yaml --print_config > my_run.yaml", "--config configs/{main_example}.yaml --print_config > my_run.yaml"),
     ],
     "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
     "tests/test_monitoring_wandb.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
