@@ -156,7 +156,10 @@ SUBSTITUTIONS = {
             "python cli.py fit --config configs/{main_example}.yaml\n```\n\nThe first",
         ),
         ("`config.yaml` to `logs/cnn/version_N/`.", "`config.yaml` to `logs/{main_example}/version_N/`."),
-        ("--config configs/cnn.yaml --print_config > my_run.yaml", "--config configs/{main_example}.yaml --print_config > my_run.yaml"),
+        (
+            "--config configs/cnn.yaml --print_config > my_run.yaml",
+            "--config configs/{main_example}.yaml --print_config > my_run.yaml",
+        ),
     ],
     "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
     "tests/test_monitoring_wandb.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
