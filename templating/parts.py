@@ -37,6 +37,7 @@ PATHS = {
         "callbacks/prediction_table.py",
         "tests/test_optimization.py",
         "benchmarks/resume.py",
+        "docs/performance/checkpoint_cost.md",
         "tests/helpers/examples/cnn.py",
         "tests/test_bad_input_cnn.py",
         "tests/test_monitoring_cnn.py",
@@ -47,7 +48,9 @@ PATHS = {
         "models/staged.py",
         "configs/strategies",
         "strategies",
+        "docs/model_parallel.md",
         "cli_extensions/model_parallel.py",
+        "tests/helpers/private_api/model_parallel.py",
         "tests/helpers/examples/_images.py",
         "lightning_modules/classification.py",
         "datamodules/image_folder.py",
@@ -67,6 +70,7 @@ PATHS = {
         "benchmarks/reference_pet_names.py",
         "benchmarks/pet_name_quality.py",
         "benchmarks/pet_name_samples.py",
+        "docs/performance/pet_names.md",
         "tests/test_name_generation.py",
         "tests/test_pet_names_data.py",
         "tests/test_prepare_pet_names.py",
@@ -76,6 +80,7 @@ PATHS = {
         "tests/test_ddp_lstm.py",
         "docs/examples/lstm.md",
         "tests/test_examples_fit_lstm.py",
+        "tests/helpers/private_api/name_generator.py",
     ],
     "mlp": [
         "models/staged_mlp.py",
@@ -94,14 +99,18 @@ PATHS = {
         "tests/test_pipeline_schedules.py",
         "tests/test_resume.py",
         "tests/test_multi_host.py",
+        "tests/helpers/multi_host_runs.py",
+        "tests/helpers/resume_runs.py",
     ],
-    "cnn or lstm": ["benchmarks", "docs/performance.md"],
+    "mlp and kubernetes": ["tests/test_multi_host_pytorchjob.py", "tests/test_cluster_jobs_pipeline.py"],
+    "cnn or lstm": ["benchmarks", "docs/performance"],
     "dask": [
         "docs/dask.md",
         "launchers",
         "cli_extensions/dask.py",
         "tests/test_dask_launcher.py",
-        "tests/stalling_rank.py",
+        "tests/helpers/dask_runs.py",
+        "tests/helpers/stalling_rank.py",
     ],
     "wandb": [
         "docs/monitoring.md",
@@ -109,16 +118,30 @@ PATHS = {
         "cli_extensions/wandb.py",
         "tests/test_monitoring_wandb.py",
         "logger_extensions/wandblogger.py",
-        "tests/wandb_records.py",
+        "tests/helpers/wandb_records.py",
     ],
     # Each benchmark compares what its examples and parts do.
-    "cnn and mlp": ["benchmarks/strategies.py", "tests/test_staged_resnet.py"],
-    "mlp and (cnn or lstm)": ["benchmarks/hosts.py"],
-    "dask and lstm": ["benchmarks/dask_launcher.py"],
-    "dask and mlp": ["tests/test_dask_tls.py"],
+    "cnn and mlp": [
+        "benchmarks/strategies.py",
+        "tests/helpers/private_api/strategies_benchmark.py",
+        "tests/test_staged_resnet.py",
+        "docs/performance/parallelism.md",
+    ],
+    "mlp and (cnn or lstm)": ["benchmarks/hosts.py", "docs/performance/hosts.md"],
+    "dask and lstm": [
+        "tests/test_dask_launcher_failures.py",
+        "benchmarks/dask_launcher.py",
+        "docs/performance/dask_launcher.md",
+    ],
+    "dask and mlp": [
+        "tests/test_dask_tls.py",
+        "tests/test_dask_launcher_pipeline.py",
+        "tests/test_multi_host_dask.py",
+        "tests/test_resume_dask.py",
+    ],
     "dask and wandb": ["tests/test_monitoring_wandb_dask.py"],
-    "dask and mlp and cnn": ["benchmarks/recovery.py"],
-    "wandb and cnn": ["benchmarks/monitoring.py"],
+    "dask and mlp and cnn": ["benchmarks/recovery.py", "docs/performance/recovery.md"],
+    "wandb and cnn": ["benchmarks/monitoring.py", "docs/performance/media_cost.md"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
     "kubernetes": [
         "docs/clusters.md",
@@ -126,16 +149,19 @@ PATHS = {
         "Dockerfile",
         ".dockerignore",
         "tests/test_cluster_jobs.py",
+        "tests/helpers/pytorchjobs.py",
         "tests/schemas",
     ],
-    "sweep": ["sweep.py", "sweeps", "docs/sweeps.md"],
+    "sweep": ["sweep.py", "sweeps", "docs/sweeps.md", "tests/test_sweep_spaces.py"],
     "sweep and lstm": [
         "configs/sweeps/lstm.yaml",
         "tests/test_sweep.py",
+        "tests/helpers/sweep_runs.py",
         "tests/helpers/trial_values.py",
     ],
-    "sweep and lstm and dask": ["benchmarks/sweep.py"],
+    "sweep and lstm and dask": ["tests/test_sweep_dask.py", "benchmarks/sweep.py", "docs/performance/sweep.md"],
     "sweep and mlp": ["configs/sweeps/mlp.yaml"],
+    "sweep and cnn": ["configs/sweeps/cnn.yaml"],
     "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
     "sweep and dask": ["sweeps/dask_trials.py", "sweeps/placements/dask.py"],
     "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
@@ -148,22 +174,14 @@ SUBSTITUTIONS = {
         ('name = "lightning-distributed-template"', 'name = "{project_slug}"'),
         ('authors = [{name = "Lightning distributed template contributors"}]', 'authors = [{{name = "{author}"}}]'),
     ],
-    "README.md": [
-        ("# Lightning distributed training template\n", "# {project_name}\n"),
-        # The set-up commands train the first example the project has.
-        (
-            "python cli.py fit --config configs/cnn.yaml\n```\n\nThe first",
-            "python cli.py fit --config configs/{main_example}.yaml\n```\n\nThe first",
-        ),
-        ("`config.yaml` to `logs/cnn/version_N/`.", "`config.yaml` to `logs/{main_example}/version_N/`."),
-        (
-            "--config configs/cnn.yaml --print_config > my_run.yaml",
-            "--config configs/{main_example}.yaml --print_config > my_run.yaml",
-        ),
-    ],
+    "README.md": [("# Lightning distributed training template\n", "# {project_name}\n")],
     "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
     "tests/test_monitoring_wandb.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
 }
+
+# In the Markdown files a generated project keeps, the first example it has stands in for the CNN in commands and
+# paths shared by every example: text about the CNN itself sits between cnn markers, so it is gone when that differs.
+MAIN_EXAMPLE_PATHS = ("configs/{}.yaml", "configs/sweeps/{}.yaml", "logs/{}/")
 
 # Files whose "#" starts a comment only at the beginning of a line: no end-of-line markers there.
 WHOLE_LINE_COMMENTS_ONLY = ("Dockerfile", ".dockerignore", ".gitignore")
@@ -276,7 +294,7 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
                 raise TemplateError(
                     f"{relative} no longer contains {old!r}: update SUBSTITUTIONS in templating/parts.py"
                 )
-            text = text.replace(old, new.format(**answers, main_example=main_example))
+            text = text.replace(old, new.format(**answers))
         path.write_text(text)
     truth = truth_table(answers)
     for condition, paths in PATHS.items():
@@ -286,7 +304,16 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
     for path in sorted(project_dir.rglob("*")):
         if path.is_file():
             rewrite(path, project_dir, truth)
+    for path in project_dir.rglob("*.md"):
+        name_main_example(path, main_example)
     tidy_python(project_dir)
+
+
+def name_main_example(path: Path, main_example: str) -> None:
+    text = path.read_text()
+    for pattern in MAIN_EXAMPLE_PATHS:
+        text = text.replace(pattern.format("cnn"), pattern.format(main_example))
+    path.write_text(text)
 
 
 def tidy_python(project_dir: Path) -> None:

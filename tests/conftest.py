@@ -1,28 +1,14 @@
-"""Shrunken real runs: the example configs with few batches, small generated images and tmp dirs."""
+"""Fixtures every test file may use; helpers to import live in tests/helpers/."""
 
-import csv
 import os
-import re
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported
 
-import cli  # noqa: E402
-from tests.helpers.examples import CONFIGS, shrink_args  # noqa: E402
+from tests.helpers.runs import LAUNCHER_VARIABLES  # noqa: E402
 
-# One config per example, for the tests that hold for every example.
-EXAMPLE_CONFIGS = CONFIGS
-
-# What a launcher sets in the process that launches ranks. A test that runs one in this process must not leave it to
-# later tests, whose processes would take themselves for ranks started by someone else and wait forever.
-LAUNCHER_VARIABLES = re.compile(
-    r"(RANK|LOCAL_RANK|NODE_RANK|GROUP_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT)"
-)
 SESSION_LAUNCHER_VARIABLES = {name: value for name, value in os.environ.items() if LAUNCHER_VARIABLES.fullmatch(name)}
 
 
@@ -38,42 +24,3 @@ def launcher_variables_as_the_session_started():
 def shapes_root(tmp_path_factory) -> Path:
     """Where the image examples write their generated stand-in data once per test session."""
     return tmp_path_factory.mktemp("generated")
-
-
-def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, *extra: str) -> list[str]:
-    """Arguments that shrink an example config to a seconds-long CPU run writing under `log_dir`."""
-    args = [
-        "--config",
-        str(ROOT / "configs" / config),
-        "--trainer.max_epochs",
-        "1",
-        "--trainer.limit_train_batches",
-        "3",
-        "--trainer.limit_val_batches",
-        "2",
-        "--trainer.log_every_n_steps",
-        "1",
-        "--trainer.enable_progress_bar",
-        "false",
-        "--trainer.enable_model_summary",
-        "false",
-        "--trainer.logger.init_args.save_dir",
-        str(log_dir),
-    ]
-    return args + shrink_args(config, shapes_root) + list(extra)
-
-
-def run_cli(subcommand: str, args: list[str]) -> None:
-    cli.main([subcommand, *args])
-
-
-def read_metrics(log_dir: Path) -> list[dict[str, str]]:
-    (metrics_file,) = log_dir.rglob("metrics.csv")
-    with metrics_file.open() as handle:
-        return list(csv.DictReader(handle))
-
-
-def last_value(rows: list[dict[str, str]], key: str) -> float:
-    values = [float(row[key]) for row in rows if row.get(key) not in (None, "")]
-    assert values, f"{key} was never logged"
-    return values[-1]

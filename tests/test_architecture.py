@@ -2,7 +2,7 @@
 
 import ast
 
-from conftest import ROOT
+from tests.helpers.runs import ROOT
 
 ENTRY_POINT = ROOT / "cli.py"
 NOT_LIBRARY = ("tests", "benchmarks", ".venv", "build")

@@ -3,7 +3,7 @@ each example's own mistakes are in test_bad_input_<example>.py)."""
 
 import pytest
 
-from conftest import EXAMPLE_CONFIGS, run_cli, small_run_args
+from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli, small_run_args
 from tests.helpers.user_errors import failing_run
 
 

@@ -3,7 +3,7 @@
 import pytest
 from PIL import Image
 
-from conftest import small_run_args
+from tests.helpers.runs import ROOT, small_run_args
 from tests.helpers.user_errors import assert_out_of_range, failing_run
 
 
@@ -80,3 +80,26 @@ def test_missing_dogs_data_says_what_how_and_which_flag(tmp_path, capsys):
     error = failing_run(capsys, "fit", small_run_args("cnn_dogs.yaml", tmp_path))
     assert "image folder data/dogs/Images does not exist" in error
     assert "images.tar" in error and "--data.init_args.root" in error
+
+
+@pytest.mark.parametrize("strategy", ["layer_split", "pipeline"])
+def test_backbone_without_stages_is_refused(capsys, tmp_path, shapes_root, strategy):
+    args = [
+        "--config",
+        str(ROOT / "configs" / "cnn.yaml"),
+        "--model.init_args.backbone",
+        "mobilenet_v3_small",
+        "--trainer.logger.init_args.save_dir",
+        str(tmp_path),
+        "--data.init_args.root",
+        str(shapes_root),
+        "--data.init_args.images_per_class",
+        "8",
+        "--data.init_args.canvas_size",
+        "32",
+        "--trainer.strategy",
+        strategy,
+        "--trainer.devices",
+        "1",
+    ]
+    assert "backbone 'mobilenet_v3_small' has no known split into stages" in failing_run(capsys, "fit", args)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_cli, small_run_args
+from tests.helpers.runs import ROOT, run_cli, small_run_args
 from tests.helpers.user_errors import assert_out_of_range, failing_run
 
 

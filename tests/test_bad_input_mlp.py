@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import small_run_args
+from tests.helpers.runs import small_run_args
 from tests.helpers.user_errors import assert_out_of_range, failing_run
 
 

@@ -1,13 +1,22 @@
+"""Starting the CLI imports no optional part's packages: those load only when a run asks for their part."""
+
 import subprocess
 import sys
+import tomllib
 
-from conftest import ROOT
+from packaging.requirements import Requirement
 
-OPTIONAL_HEAVY = (
-    "wandb",  # cookiecutter: only with wandb
-    "dask",  # cookiecutter: only with dask
-    "distributed",  # cookiecutter: only with dask
-)
+from tests.helpers.runs import ROOT
+
+
+def optional_packages() -> list[str]:
+    """The top-level packages of every optional part's extra: the requirement's name and its extras' names."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    requirements = [Requirement(line) for name, lines in extras.items() if name != "dev" for line in lines]
+    return sorted({package.replace("-", "_") for r in requirements for package in (r.name, *r.extras)})
+
+
+OPTIONAL_HEAVY = optional_packages()
 
 PROBE = f"""
 import runpy, sys

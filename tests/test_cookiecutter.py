@@ -16,9 +16,9 @@ import pytest
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
-from conftest import ROOT
 from templating.build import OLD_COOKIECUTTER_DIR_NAME, TEMPLATE_DIR_NAME, export, project_files
 from templating.parts import CHOICES, PATHS, TemplateError, evaluate, keep_chosen_lines, truth_table
+from tests.helpers.runs import ROOT
 
 # Words that would betray a part left half-removed.
 TRACES = {

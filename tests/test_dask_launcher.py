@@ -1,24 +1,17 @@
 """The Dask launcher on real LocalClusters with two worker processes: same losses as DDP, results on the client,
-failures reported."""
+bad options refused before any cluster starts."""
 
-import json
 import logging
-import os
-import re
-import site
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
-from conftest import EXAMPLE_CONFIGS, ROOT, read_metrics, run_cli, small_run_args
-
-SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-FAILURE_REPORT_S = 60
+from tests.helpers.dask_runs import SUBPROCESS_ENV, losses, start_lightning_launched, wait_for_success
+from tests.helpers.examples import heavy
+from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, run_cli, small_run_args
 
 PROBE_IMPORTS = """
 import sys
@@ -31,37 +24,6 @@ for args in (["fit", "--help"], {fit_args!r}):
         assert exit.code == 0, exit.code
 print(sorted({{name.split(".")[0] for name in sys.modules}} & {{"dask", "distributed"}}))
 """
-
-
-def losses(log_dir: Path) -> list[float]:
-    return [float(row["train/loss"]) for row in read_metrics(log_dir) if row.get("train/loss")]
-
-
-# cookiecutter: only with lstm or mlp
-def report_of_a_stalled_run(args: list[str]) -> str:
-    """Run with rank 1 stalling after its first batch; the run must fail, in time, and this returns its error report.
-
-    No restart: the time bounds one attempt, which a restart would repeat.
-    """
-    started = time.monotonic()
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli("fit", [*args, "--dask.max_restarts", "0", "--trainer.callbacks+=stalling_rank.StallingRank"])
-    assert time.monotonic() - started < FAILURE_REPORT_S
-    return str(exit_info.value.code)
-
-
-# cookiecutter: end
-def start_lightning_launched(args: list[str]) -> subprocess.Popen:
-    """The same run with the processes launched by Lightning itself, to compare a Dask run against."""
-    command = [sys.executable, "cli.py", "fit", *args]
-    return subprocess.Popen(
-        command, cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-
-
-def wait_for_success(baseline: subprocess.Popen) -> None:
-    output, _ = baseline.communicate(timeout=300)
-    assert baseline.returncode == 0, output[-3000:]
 
 
 def test_plain_run_and_help_never_import_dask(tmp_path, shapes_root):
@@ -78,7 +40,6 @@ def test_options_that_cannot_work_fail_before_any_cluster_starts(tmp_path, shape
     args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path, shapes_root, "--dask.n_workers", "2")
     for extra, message in (
         (["--trainer.devices", "2"], "one rank on one device"),
-        (["--trainer.strategy", "layer_split"], "not DDP-based"),  # cookiecutter: only with mlp
         (["--dask.n_workers", "0"], "at least 1"),
         (["--dask.timeout_s", "0"], "must be positive"),
         (["--dask.address", "tls://127.0.0.1:8786"], "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"),
@@ -114,259 +75,7 @@ def fit_through_dask_matches_ddp(config: str, tmp_path: Path, shapes_root: Path,
 
 
 @pytest.mark.parametrize(
-    "config",
-    [
-        "lstm.yaml",  # cookiecutter: only with lstm
-        "mlp.yaml",  # cookiecutter: only with mlp
-        pytest.param("cnn.yaml", marks=pytest.mark.slow),  # cookiecutter: only with cnn
-    ],
+    "config", [pytest.param(config, marks=pytest.mark.slow) if heavy(config) else config for config in EXAMPLE_CONFIGS]
 )
 def test_fit_through_dask_matches_ddp_and_returns_results(config, tmp_path, shapes_root, caplog):
     fit_through_dask_matches_ddp(config, tmp_path, shapes_root, caplog)
-
-
-# cookiecutter: only with lstm
-@pytest.mark.timeout(240)
-def test_killed_worker_stops_the_run_and_tears_the_cluster_down(tmp_path):
-    import psutil
-
-    args = small_run_args(
-        "lstm.yaml", tmp_path, None, "--trainer.max_epochs", "200", "--dask.n_workers", "2", "--dask.max_restarts", "0"
-    )
-    client = subprocess.Popen(
-        [sys.executable, "cli.py", "fit", *args],
-        cwd=ROOT,
-        env=SUBPROCESS_ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    output, rank_pids = [], {}
-    for line in client.stdout:
-        output.append(line)
-        if match := re.search(r"rank (\d) on worker (\S+) \(pid (\d+)\)", line):
-            rank_pids[int(match.group(1))] = (match.group(2), int(match.group(3)))
-        if "dask: epoch 0" in line:
-            break
-    assert set(rank_pids) == {0, 1}, "".join(output)
-    cluster_processes = psutil.Process(client.pid).children(recursive=True)
-    rank1_worker, rank1_pid = rank_pids[1]
-
-    killed_at = time.monotonic()
-    psutil.Process(rank1_pid).kill()
-    output += client.stdout.readlines()
-    client.wait(timeout=FAILURE_REPORT_S)
-    assert time.monotonic() - killed_at < FAILURE_REPORT_S
-    assert client.returncode != 0
-    (error_line,) = [line for line in output if line.startswith("error:")]
-    assert f"rank 1 (Dask worker {rank1_worker}, pid {rank1_pid}) died: was killed by signal 9" in error_line
-    _, still_running = psutil.wait_procs(cluster_processes, timeout=10)
-    assert not still_running, f"left behind: {still_running}"
-
-
-@pytest.mark.timeout(240)
-def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_path):
-    report = report_of_a_stalled_run(
-        small_run_args("lstm.yaml", tmp_path, None, "--dask.n_workers", "2", "--dask.timeout_s", "15")
-    )
-    assert re.search(
-        r"rank 0 \(Dask worker \S+, pid \d+\) failed: RuntimeError: .*Timed out waiting 15000ms", report
-    ), report
-    assert re.search(r"still running: rank 1 \(Dask worker tcp://\S+\)$", report), report
-
-
-@pytest.mark.timeout(240)
-@pytest.mark.slow  # CI budget: the scheduler-without-the-project test below covers the same rule
-def test_a_failure_that_repeats_before_the_first_step_stops_after_two_attempts(tmp_path):
-    """Every worker's environment names a network interface that does not exist: each attempt fails at the
-    rendezvous, before any training step, so the second attempt's failure ends the job instead of 3 more restarts."""
-    args = small_run_args("lstm.yaml", tmp_path, None, "--dask.n_workers", "2", "--dask.max_restarts", "3")
-    result = subprocess.run(
-        [sys.executable, "cli.py", "fit", *args],
-        cwd=ROOT,
-        env={**SUBPROCESS_ENV, "GLOO_SOCKET_IFNAME": "nosuchif0"},
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output[-4000:]
-    assert "restart 1 of 3" in output and "restart 2 of 3" not in output, output[-4000:]
-    (error_line,) = [line for line in output.splitlines() if line.startswith("error:")]
-    assert re.search(r"rank \d \(Dask worker \S+, pid \d+\) failed: \w+: .*nosuchif0", error_line), error_line
-    assert "a restart does not heal it" in error_line
-    assert not list(tmp_path.rglob("*.ckpt"))
-
-
-def environment_without_the_project(directory: Path) -> Path:
-    """A Python with every dependency but not this project, as on a machine where it was never installed."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
-    python = directory / "bin" / "python"
-    purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], capture_output=True, text=True
-    )
-    # A path line, unlike the site directory itself, runs none of the .pth files there (the checkout's editable one).
-    (Path(purelib.stdout.strip()) / "dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    return python
-
-
-@pytest.mark.timeout(240)
-def test_a_scheduler_without_the_project_stops_the_job_with_the_missing_module(tmp_path):
-    """The scheduler unpickles the task, so it needs the project: without it every attempt fails the same way."""
-    python = environment_without_the_project(tmp_path / "venv")
-    scheduler_file = tmp_path / "scheduler.json"
-    common = {"cwd": tmp_path, "env": SUBPROCESS_ENV, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    scheduler = [python, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", scheduler_file, "--port", "0"]
-    cluster = [subprocess.Popen([*scheduler, "--no-dashboard"], **common)]
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.is_file() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        worker = [python, "-m", "distributed.cli.dask_worker", "--scheduler-file", scheduler_file, "--no-dashboard"]
-        cluster.append(subprocess.Popen(worker, **common))
-        address = json.loads(scheduler_file.read_text())["address"]
-        args = small_run_args("lstm.yaml", tmp_path, None, "--dask.address", address, "--dask.n_workers", "1")
-        result = subprocess.run(
-            [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True
-        )
-    finally:
-        for process in cluster:
-            process.kill()
-            process.wait(timeout=30)
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output[-4000:]
-    assert "restart 1 of 3" in output and "restart 2 of 3" not in output, output[-4000:]
-    (error_line,) = [line for line in output.splitlines() if line.startswith("error:")]
-    assert "failed: ModuleNotFoundError: No module named 'launchers' (RuntimeError: Error during deserialization" in (
-        error_line
-    )
-
-
-@pytest.mark.timeout(300)
-def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_path, capsys, caplog):
-    from distributed import LocalCluster
-
-    caplog.set_level(logging.INFO, logger="launchers.dask_launcher")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        address = ["--dask.address", cluster.scheduler_address]
-        missing = tmp_path / "missing.txt"
-        with pytest.raises(SystemExit) as exit_info:
-            run_cli(
-                "fit",
-                small_run_args(
-                    "lstm.yaml", tmp_path / "failed", None, *address, "--data.init_args.names_path", str(missing)
-                ),
-            )
-        assert exit_info.value.code == 2
-        output = capsys.readouterr()
-        assert re.search(
-            r"error: rank \d \(Dask worker tcp://\S+, pid \d+\): names file .*missing.txt does not exist", output.err
-        ), output.err
-        assert "rank 0 on worker" in caplog.text, "the launcher's log is captured"
-        assert "restart" not in caplog.text + output.err, "bad input is never retried (3 restarts by default here)"
-        assert "Traceback" not in caplog.text + output.err, "bad input is one line, not a traceback per rank"
-        assert len([line for line in output.err.splitlines() if line.startswith("error:")]) == 1
-
-        run_cli("fit", small_run_args("lstm.yaml", tmp_path / "ok", None, *address, "--dask.restart", "true"))
-        assert len(cluster.scheduler_info["workers"]) == 2
-    assert losses(tmp_path / "ok")
-    assert (tmp_path / "ok" / "lstm" / "version_0" / "checkpoints" / "last.ckpt").is_file()
-
-
-@pytest.mark.timeout(300)
-def test_existing_cluster_that_lost_a_machine_goes_on_with_fewer_ranks(tmp_path):
-    """Workers without a nanny, like machines: one is killed for good mid-epoch and the job ends on the other."""
-    scheduler_file = tmp_path / "scheduler.json"
-    python_m = [sys.executable, "-m"]
-    env = {**SUBPROCESS_ENV, "PYTHONPATH": str(ROOT)}
-    common = {"cwd": ROOT, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    scheduler = subprocess.Popen(
-        [
-            *python_m,
-            "distributed.cli.dask_scheduler",
-            "--scheduler-file",
-            str(scheduler_file),
-            "--port",
-            "0",
-            "--no-dashboard",
-        ],
-        **common,
-    )
-    workers = []
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.is_file() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        worker = [
-            *python_m,
-            "distributed.cli.dask_worker",
-            "--scheduler-file",
-            str(scheduler_file),
-            "--no-nanny",
-            "--nthreads",
-            "1",
-            "--no-dashboard",
-        ]
-        workers = [subprocess.Popen(worker, **common) for _ in range(2)]
-        address = json.loads(scheduler_file.read_text())["address"]
-        kill = [
-            "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
-            "--trainer.callbacks.init_args.step=2",
-            "--trainer.callbacks.init_args.signal_name=SIGKILL",
-            "--trainer.callbacks.init_args.rank=1",
-        ]
-        args = small_run_args(
-            "lstm.yaml",
-            tmp_path,
-            None,
-            "--trainer.limit_train_batches",
-            "4",
-            "--dask.address",
-            address,
-            "--dask.n_workers",
-            "2",
-            "--dask.min_workers",
-            "1",
-            *kill,
-        )
-        result = subprocess.run(
-            [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
-        )
-        output = result.stdout + result.stderr
-        assert result.returncode == 0, output[-4000:]
-        assert "rank 1 (Dask worker" in output and "restart 1 of 3" in output, output[-4000:]
-        assert "continuing with 1 of 2 ranks (--dask.min_workers 1)" in output, output[-4000:]
-        assert sum(worker.poll() is None for worker in workers) == 1, "one machine is gone for good"
-        (checkpoint,) = tmp_path.rglob("last.ckpt")
-        assert torch.load(checkpoint, map_location="cpu", weights_only=False)["global_step"] == 4
-    finally:
-        for process in [*workers, scheduler]:
-            process.kill()
-            process.wait(timeout=30)
-
-
-# cookiecutter: end
-# cookiecutter: only with mlp
-
-
-def pipeline_args(log_dir: Path, shapes_root: Path, *extra: str) -> list[str]:
-    return small_run_args("mlp.yaml", log_dir, shapes_root, "--trainer.strategy", "pipeline", *extra)
-
-
-def test_pipeline_through_dask_matches_the_pipeline_lightning_launches(tmp_path, shapes_root):
-    baseline = start_lightning_launched(pipeline_args(tmp_path / "lightning", shapes_root, "--trainer.devices", "2"))
-    run_cli("fit", pipeline_args(tmp_path / "dask", shapes_root, "--dask.n_workers", "2"))
-    wait_for_success(baseline)
-    assert len(losses(tmp_path / "dask")) == 3
-    assert losses(tmp_path / "dask") == pytest.approx(losses(tmp_path / "lightning"), rel=1e-5)
-
-
-@pytest.mark.timeout(240)
-def test_a_stalled_pipeline_stage_fails_the_run_after_the_dask_timeout(tmp_path, shapes_root):
-    report = report_of_a_stalled_run(
-        pipeline_args(tmp_path, shapes_root, "--dask.n_workers", "2", "--dask.timeout_s", "15")
-    )
-    assert re.search(r"rank 0 \(Dask worker \S+, pid \d+\) failed: .*Timed out waiting 15000ms", report), report
-
-
-# cookiecutter: end

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, read_metrics, small_run_args
 from tests.helpers.hosts import EmulatedHosts, Host, requires_hosts
 from tests.helpers.installed import installed_python
+from tests.helpers.runs import ROOT, read_metrics, small_run_args
 
 SCHEDULER_PORT = 8786
 RUN_TIMEOUT_S = 180

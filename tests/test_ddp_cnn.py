@@ -1,8 +1,7 @@
 """`--trainer.strategy ddp --trainer.devices 2` on CPU (gloo): the CNN trains, only rank 0 writes."""
 
-from strategy_runs import run_ok
-
-from conftest import read_metrics, small_run_args
+from tests.helpers.runs import read_metrics, small_run_args
+from tests.helpers.strategy_runs import run_ok
 
 DDP = ("--trainer.strategy", "ddp", "--trainer.devices", "2")
 

@@ -4,11 +4,11 @@ generates names, only rank 0 writes."""
 from types import SimpleNamespace
 
 import torch
-from strategy_runs import checkpoint_path, run_ok
 from torch.utils.data import DistributedSampler
 
-from conftest import ROOT, read_metrics, small_run_args
 from datamodules.pet_names import CharWindows, PetNamesDataModule
+from tests.helpers.runs import ROOT, read_metrics, small_run_args
+from tests.helpers.strategy_runs import checkpoint_path, run_ok
 
 DDP = ("--trainer.strategy", "ddp", "--trainer.devices", "2")
 

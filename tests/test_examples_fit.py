@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from conftest import EXAMPLE_CONFIGS, last_value, read_metrics, run_cli, small_run_args
 from tests.helpers.examples import logged
+from tests.helpers.runs import EXAMPLE_CONFIGS, last_value, read_metrics, run_cli, small_run_args
 
 
 @pytest.mark.smoke

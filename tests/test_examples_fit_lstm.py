@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from conftest import last_value, read_metrics, run_cli, small_run_args
+from tests.helpers.runs import last_value, read_metrics, run_cli, small_run_args
 
 
 def test_perplexity_is_the_exponential_of_the_per_character_loss(tmp_path):

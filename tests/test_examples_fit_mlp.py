@@ -1,6 +1,6 @@
 """The MLP example learns its generated stand-in data."""
 
-from conftest import last_value, read_metrics, run_cli, small_run_args
+from tests.helpers.runs import last_value, read_metrics, run_cli, small_run_args
 
 
 def test_mlp_learns_the_generated_shapes(tmp_path, shapes_root):

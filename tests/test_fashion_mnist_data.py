@@ -5,8 +5,8 @@ import struct
 
 import numpy as np
 
-from conftest import last_value, read_metrics, run_cli, small_run_args
 from datamodules.fashion_mnist import FashionMNISTDataModule
+from tests.helpers.runs import last_value, read_metrics, run_cli, small_run_args
 
 
 def write_idx_files(raw_dir, prefix: str, count: int, rng: np.random.Generator) -> None:

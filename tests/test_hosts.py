@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import ROOT
 from tests.helpers.hosts import NETNS_CONFIG, EmulatedHosts, remove_leftovers, requires_hosts
 
-ROOT = Path(__file__).resolve().parent.parent
 LISTEN = textwrap.dedent(
     """
     import socket, sys

@@ -2,8 +2,8 @@
 
 import pytest
 
-from conftest import last_value, read_metrics, run_cli, small_run_args
 from tests.helpers.media import media_tables
+from tests.helpers.runs import last_value, read_metrics, run_cli, small_run_args
 
 
 def test_cnn_writes_example_images_and_a_final_epoch_prediction_table(tmp_path, shapes_root):

@@ -1,7 +1,7 @@
 """What the LSTM example logs with the default CSV logger: files in the log directory."""
 
-from conftest import run_cli, small_run_args
 from tests.helpers.media import media_tables
+from tests.helpers.runs import run_cli, small_run_args
 
 
 def test_lstm_writes_generated_names_marked_against_training_data(tmp_path):

@@ -1,7 +1,7 @@
 """What the MLP example logs with the default CSV logger: files in the log directory."""
 
-from conftest import last_value, read_metrics, run_cli, small_run_args
 from tests.helpers.media import media_tables
+from tests.helpers.runs import last_value, read_metrics, run_cli, small_run_args
 
 
 def test_mlp_writes_epoch_loss_and_a_confusion_matrix_over_the_validation_set(tmp_path, shapes_root):

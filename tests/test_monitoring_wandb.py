@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_CONFIGS, ROOT, run_cli, small_run_args
+from tests.helpers.examples import artifacts, logged, media
+from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, run_cli, small_run_args
 
 WANDB_CONFIG = str(ROOT / "configs" / "logger" / "wandb.yaml")
 
@@ -23,7 +24,7 @@ def wandb_run_args(config: str, log_dir: Path, shapes_root: Path, *extra: str) -
 
 
 def offline_runs(log_dir: Path):
-    from wandb_records import read_offline_run
+    from tests.helpers.wandb_records import read_offline_run
 
     return [read_offline_run(run_dir) for run_dir in sorted(log_dir.rglob("offline-run-*")) if run_dir.is_dir()]
 
@@ -38,40 +39,7 @@ def wandb_offline(monkeypatch):
     wandb.finish()
 
 
-EXPECTED_WANDB_KEYS = {
-    # cookiecutter: only with cnn
-    "cnn.yaml": [
-        "train/loss",
-        "lr-Adam",
-        "train/epoch",
-        "val/acc",
-        "examples/example_images/_type",
-        "train_predictions/_type",
-    ],
-    # cookiecutter: end
-    # cookiecutter: only with lstm
-    "lstm.yaml": [
-        "train/loss",
-        "lr-Adam",
-        "train/epoch",
-        "val/perplexity",
-        "generated_names/_type",
-    ],
-    # cookiecutter: end
-    # cookiecutter: only with mlp
-    "mlp.yaml": [
-        "train/loss",
-        "lr-Adam",
-        "train/epoch",
-        "train/epoch_loss",
-        "val/acc",
-        "val/confusion_matrix/_type",
-    ],
-    # cookiecutter: end
-}
-
-
-@pytest.mark.parametrize("config", sorted(EXPECTED_WANDB_KEYS))
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
 def test_wandb_offline_run_holds_the_reference_keys_and_the_resolved_config(
     config, tmp_path, shapes_root, wandb_offline
 ):
@@ -81,14 +49,11 @@ def test_wandb_offline_run_holds_the_reference_keys_and_the_resolved_config(
     assert (run.project, run.group, run.tags) == ("lightning-distributed-template", "tests", ["offline", "ci"])
     assert {"model", "data", "trainer"} <= set(run.config)
     assert run.config["trainer"]["max_epochs"] == 1
-    for key in EXPECTED_WANDB_KEYS[config]:
+    for key in ["train/epoch", *logged(config), *(f"{name}/_type" for name in media(config))]:
         assert run.values(key), f"{key} missing from the W&B run"
     losses = run.values("train/loss")
     assert len(losses) == 3 and all(0 < loss < 10 for loss in losses)
-    # cookiecutter: only with cnn
-    if config == "cnn.yaml":
-        assert any(kind == "train_predictions" for _, kind in run.artifacts), run.artifacts
-    # cookiecutter: end
+    assert set(artifacts(config)) <= {kind for _, kind in run.artifacts}, run.artifacts
 
 
 def test_each_wandb_run_keeps_its_config_in_its_own_folder(tmp_path, shapes_root, wandb_offline):

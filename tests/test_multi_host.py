@@ -7,72 +7,30 @@ loopback address, as on stock Debian/Ubuntu: the runs pass only because each ran
 the rendezvous address (cluster_network.py). A run across hosts has the losses of the same job on one host.
 """
 
-import functools
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 import torch
 
-from conftest import ROOT, read_metrics, small_run_args
 from tests.helpers.hosts import EmulatedHosts, Host, requires_hosts
-from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
-
-RUN_TIMEOUT_S = 240
-RENDEZVOUS_PORT = 29400
-SCHEDULER_PORT = 8786
-DDP_TIMEOUT = "0:01:00"
-LOSSES = ("train/loss", "val/loss")
-
-
-def job_args(host: Host) -> list[str]:
-    """The test suite's small MLP run, with the config copied onto `host` and every path relative to its directory."""
-    shutil.copy(ROOT / "configs" / "mlp.yaml", host.workdir / "mlp.yaml")
-    args = small_run_args("mlp.yaml", Path("logs"), Path("shapes"))
-    args[args.index("--config") + 1] = "mlp.yaml"
-    return args
-
-
-def torchrun(python: Path, *options: str) -> list[str]:
-    return [str(python), "-m", "torch.distributed.run", *options, "-m", "cli", "fit"]
-
-
-def finished(processes: list[subprocess.Popen], timeout: float = RUN_TIMEOUT_S) -> list[str]:
-    """Wait for every process; their combined output."""
-    deadline = time.monotonic() + timeout
-    return [process.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for process in processes]
-
-
-def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
-    (checkpoint,) = log_dir.rglob("last.ckpt")
-    return torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
-
-
-def losses(log_dir: Path) -> dict[str, list[float]]:
-    rows = read_metrics(log_dir)
-    return {key: [float(row[key]) for row in rows if row.get(key)] for key in LOSSES}
-
-
-@pytest.fixture(scope="module")
-def one_host_losses() -> dict[str, list[float]]:
-    """The reference: the same job as two ranks on one host (`torchrun --standalone`)."""
-    python = installed_python()
-    with EmulatedHosts(1) as (host,):
-        ranks = ["--trainer.strategy", "ddp", "--trainer.accelerator", "cpu", "--trainer.devices", "2"]
-        command = torchrun(python, "--standalone", "--nproc_per_node", "2") + job_args(host) + ranks
-        (output,) = finished([host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)])
-        assert host.processes[0].returncode == 0, output
-        reference = losses(host.workdir / "logs")
-    assert all(reference.values())
-    return reference
+from tests.helpers.installed import installed_python
+from tests.helpers.multi_host_runs import (
+    DDP_TIMEOUT,
+    RENDEZVOUS_PORT,
+    RUN_TIMEOUT_S,
+    final_weights,
+    finished,
+    job_args,
+    losses,
+    one_host_losses,
+    torchrun,
+)
+from tests.helpers.runs import ROOT
 
 
 @requires_hosts
@@ -109,7 +67,7 @@ def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
 
 
 @requires_hosts
-def test_torchrun_on_two_hosts_matches_one_host(one_host_losses):
+def test_torchrun_on_two_hosts_matches_one_host():
     python = installed_python()
     with EmulatedHosts(2) as hosts:
         first = hosts[0]
@@ -129,12 +87,12 @@ def test_torchrun_on_two_hosts_matches_one_host(one_host_losses):
             processes.append(host.popen(command + job_args(host) + ranks, **output))
         outputs = finished(processes)
         assert [process.returncode for process in processes] == [0, 0], outputs
-        assert losses(first.workdir / "logs") == one_host_losses
+        assert losses(first.workdir / "logs") == one_host_losses()
         assert not (hosts[1].workdir / "logs").exists()  # only global rank 0 writes
 
 
 def elastic_torchrun(host: Host, first: Host, claim: Path) -> subprocess.Popen:
-    """One machine's agent of an elastic two-machine DDP job, as docs/clusters.md gives it, its logs/ on shared
+    """One machine's agent of an elastic two-machine DDP job, as docs/machines.md gives it, its logs/ on shared
     storage (`claim`), continuing the experiment's newest checkpoint; output in `host`'s torchrun.log."""
     (host.workdir / "logs").unlink(missing_ok=True)
     (host.workdir / "logs").symlink_to(claim)
@@ -227,146 +185,3 @@ def test_ranks_that_cannot_connect_say_where_they_listened_within_the_timeout():
         assert f"this rank listened on 127.0.0.1 (GLOO_SOCKET_IFNAME=lo), the rendezvous is at {first.address}:" in line
         assert "set GLOO_SOCKET_IFNAME" in line
     assert elapsed < 60, f"{elapsed:.0f} s"
-
-
-# cookiecutter: only with kubernetes
-
-
-@requires_hosts
-def test_pytorchjob_pipeline_pods_on_separate_hosts_resume_after_an_exit_code_restart(tmp_path):
-    """The generated manifest's pods, pipeline stages on separate hosts, with the variables the training operator sets
-    there (the master pod gets MASTER_ADDR=localhost, a worker the master's service name) and a claim both mount at
-    the logs directory. Killed mid-run and restarted as `restartPolicy: ExitCode` does, the job ends with the
-    uninterrupted job's weights."""
-    from test_cluster_jobs import (
-        generated_manifest,
-        has_checkpoint,
-        operator_env,
-        pod_command,
-        run_job_like_the_operator,
-    )
-
-    shrink = small_run_args("mlp.yaml", Path("logs"), Path("shapes"))[2:]  # the generator adds --config
-    shrink += ["--trainer.max_epochs", "3", "--trainer.limit_train_batches", "10", "--trainer.deterministic", "true"]
-    job = ["--name", "mlp", "--image", "template:0.1", "--workers", "1", "--config", "configs/mlp.yaml"]
-    pipeline = ["--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", "1F1B"]
-    manifest, _ = generated_manifest(tmp_path, *job, "--", *shrink, *pipeline)
-    python = installed_python()
-    weights = {}
-    with EmulatedHosts(2) as hosts:
-        master, worker = hosts
-        pods = ((master, "Master", "localhost"), (worker, "Worker", master.name))
-        for host, _, _ in pods:
-            shutil.copytree(ROOT, host.workdir, ignore=NOT_BUILD_INPUTS, dirs_exist_ok=True)  # the image's /workspace
-
-        def launch(pod: int, log) -> subprocess.Popen:
-            host, kind, master_address = pods[pod]
-            operator = operator_env(manifest, kind, 0, RENDEZVOUS_PORT)
-            env = host.environment(**operator | {"MASTER_ADDR": master_address, "PET_MASTER_ADDR": master_address})
-            command = pod_command(manifest, kind)
-            assert command[:2] == ["python", "cli.py"]
-            return host.popen([python, *command[1:]], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
-
-        for run in ("uninterrupted", "killed"):
-            claim = hosts.root / f"claim-{run}"  # a PersistentVolumeClaim: outside every pod, mounted at its logs/
-            claim.mkdir()
-            for host, _, _ in pods:
-                (host.workdir / "logs").unlink(missing_ok=True)
-                (host.workdir / "logs").symlink_to(claim)
-            if run == "uninterrupted":
-                logs = [tempfile.TemporaryFile("w+") for _ in pods]
-                processes = [launch(pod, log) for pod, log in enumerate(logs)]
-                finished(processes)
-                outputs = [log.seek(0) or log.read() for log in logs]
-                assert [process.returncode for process in processes] == [0, 0], [out[-3000:] for out in outputs]
-            else:
-                statuses = run_job_like_the_operator(
-                    manifest,
-                    kill=(1, functools.partial(has_checkpoint, claim)),
-                    max_restarts=manifest["spec"]["runPolicy"]["backoffLimit"],
-                    launch=launch,
-                )
-                assert statuses.get(128 + signal.SIGKILL) == 1, statuses
-            weights[run] = final_weights(claim)
-    assert weights["killed"].keys() == weights["uninterrupted"].keys()
-    for name, expected in weights["uninterrupted"].items():
-        assert torch.equal(weights["killed"][name], expected), name
-
-
-# cookiecutter: end
-# cookiecutter: only with dask
-
-
-@requires_hosts
-@pytest.mark.slow  # CI budget: the lost-host test below runs the same hosts, started as the docs say, and more
-def test_dask_scheduler_and_client_on_one_host_workers_on_two_others(one_host_losses):
-    python = installed_python()
-    with EmulatedHosts(3) as hosts:
-        client_host, *worker_hosts = hosts
-        scheduler = f"tcp://{client_host.address}:{SCHEDULER_PORT}"
-        client_host.popen(
-            [python, "-m", "dask", "scheduler", "--host", client_host.address, "--port", str(SCHEDULER_PORT)]
-            + ["--no-dashboard"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for host in worker_hosts:
-            host.popen(
-                [python, "-m", "dask", "worker", scheduler, "--nthreads", "1", "--no-dashboard"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        command = [python, ROOT / "cli.py", "fit", *job_args(client_host)]
-        command += ["--dask.address", scheduler, "--dask.n_workers", "2", "--dask.timeout_s", "60"]
-        client = client_host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        (output,) = finished([client])
-        assert client.returncode == 0, output
-        assert losses(client_host.workdir / "logs") == one_host_losses
-        for host in worker_hosts:
-            assert not (host.workdir / "logs").exists()  # results come back to the client's host only
-
-
-@requires_hosts
-def test_dask_pipeline_across_hosts_loses_a_host_and_ends_with_the_uninterrupted_weights():
-    """Pipeline stages on two worker hosts; once the client holds a checkpoint, every process of one worker host
-    (worker and nanny) is killed and a worker started there again, as systemd (`Restart=always`) would; the client
-    restarts the group from its checkpoint (`--dask.max_restarts`) and ends with the uninterrupted job's weights."""
-    python = installed_python()
-    weights = {}
-    with EmulatedHosts(3) as hosts:
-        client_host, *worker_hosts = hosts
-        scheduler = f"tcp://{client_host.address}:{SCHEDULER_PORT}"
-        quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client_host.popen(
-            [python, "-m", "dask", "scheduler", "--host", client_host.address, "--port", str(SCHEDULER_PORT)]
-            + ["--no-dashboard"],
-            **quiet,
-        )
-        worker = [python, "-m", "dask", "worker", scheduler, "--nthreads", "1", "--no-dashboard"]
-        workers = [host.popen(worker, **quiet) for host in worker_hosts]
-        for run in ("uninterrupted", "lost host"):
-            logs = client_host.workdir / f"logs-{run.replace(' ', '-')}"
-            command = [python, ROOT / "cli.py", "fit", *job_args(client_host), "--trainer.logger.init_args.save_dir"]
-            command += [logs.name, "--trainer.strategy", "pipeline", "--trainer.max_epochs", "3"]
-            command += ["--trainer.limit_train_batches", "10", "--trainer.deterministic", "true"]
-            command += ["--dask.address", scheduler, "--dask.n_workers", "2", "--dask.timeout_s", "60"]
-            command += ["--dask.max_restarts", "1"]
-            client = client_host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if run == "lost host":
-                deadline = time.monotonic() + RUN_TIMEOUT_S
-                while not any(logs.rglob("last.ckpt")) and client.poll() is None and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                lost = worker_hosts[1]
-                os.killpg(workers[1].pid, signal.SIGKILL)  # the nanny and its worker: all of the host's processes
-                workers[1].wait()
-                workers[1] = lost.popen(worker, **quiet)
-            (output,) = finished([client])
-            assert client.returncode == 0, output[-4000:]
-            if run == "lost host":
-                assert "restart 1 of 1" in output, output[-4000:]
-            weights[run] = final_weights(logs)
-    for name, expected in weights["uninterrupted"].items():
-        assert torch.equal(weights["lost host"][name], expected), name
-
-
-# cookiecutter: end

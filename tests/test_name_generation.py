@@ -3,10 +3,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, last_value, read_metrics, run_cli, small_run_args
 from datamodules.pet_names import VOCAB, clean_names, encode_whole_names, encode_windows, read_names
 from lightning_modules.name_generator import PAD_INDEX, STOP_INDEX, NameGenerator
 from models.char_lstm import CharLSTM, sample_categorical
+from tests.helpers.runs import ROOT, last_value, read_metrics, run_cli, small_run_args
 
 
 def sample_as_trained(model: CharLSTM, num: int, context_length: int, max_length: int, generator: torch.Generator):

@@ -1,6 +1,6 @@
 """Optimizer and LR scheduler come from YAML: per-step OneCycleLR and ReduceLROnPlateau on val/loss."""
 
-from conftest import read_metrics, run_cli, small_run_args
+from tests.helpers.runs import read_metrics, run_cli, small_run_args
 
 
 def logged_learning_rates(log_dir) -> list[float]:

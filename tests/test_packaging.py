@@ -2,22 +2,19 @@
 
 A cluster's scheduler may unpickle the task, and each worker imports the run's modules from its installed copy, so
 a package missing from `pyproject.toml` fails only on another machine. The expected modules come from the work tree:
-a new folder of modules is expected in the wheel unless it is listed here as development-only.
+a new folder of modules is expected in the wheel unless pyproject.toml excludes it as development-only.
 """
 
 import subprocess
+import tomllib
 from pathlib import Path
 
 from tests.helpers.installed import ROOT, installed_python
 
-# Folders of modules that only development and the template use; everything else is imported at run time.
-DEVELOPMENT_ONLY = {
-    "tests",
-    "benchmarks",
-    "scripts",
-    "hooks",
-    "templating",  # cookiecutter: only with template
-}
+# Folders of modules that only development and the template use (pyproject.toml excludes them from the wheel);
+# everything else is imported at run time.
+_PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+DEVELOPMENT_ONLY = {pattern.removesuffix("*") for pattern in _PACKAGES["exclude"]}
 IMPORT_TIMEOUT_S = 180
 
 

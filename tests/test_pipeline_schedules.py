@@ -15,13 +15,13 @@ import pytest
 import torch
 import torch.distributed as dist
 from lightning.pytorch import Trainer
-from strategy_runs import checkpoint, largest_difference, optimizer_tensors, run_ok
 from test_strategies import TOLERANCE, expect_user_error, logged
 from torch.utils.data import DataLoader, TensorDataset
 
-from conftest import ROOT, run_cli
 from lightning_modules.mlp_classifier import MLPClassifier
 from strategies import PipelineStrategy
+from tests.helpers.runs import ROOT, run_cli
+from tests.helpers.strategy_runs import checkpoint, largest_difference, optimizer_tensors, run_ok
 
 SETTINGS = """
 trainer:

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from conftest import ROOT
+from tests.helpers.runs import ROOT
 
 HEADER = "License Issue Date,License Number,Animal's Name,Species,Primary Breed,Secondary Breed,ZIP Code\n"
 

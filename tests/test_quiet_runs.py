@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLE_CONFIGS, ROOT, small_run_args
+from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, small_run_args
 
 # Lightning's litlogger tip, torch's LeafSpec deprecation (warned from Lightning's code), the summary's FLOPs column.
 NOISE = ("litlogger", "LeafSpec", "FLOPs", "Flops")

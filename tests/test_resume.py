@@ -14,130 +14,34 @@ same command, as a user reruns it: the fault is a callback that fires once (`onc
 import hashlib
 import os
 import random
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers.run_dirs import RunDirectory, assert_same_run_directory
-from strategy_runs import run_processes
 
-from conftest import ROOT
-
-SEED = int(os.environ.get("RESUME_TEST_SEED", random.randrange(1_000_000)))
-STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "pipeline_interleaved": 8, "pipeline_ddp": 4, "ddp": 4}
-STRATEGY_ARGS = {
-    "single": [],
-    "layer_split": ["--config", str(ROOT / "configs/strategies/layer_split.yaml")],
-    "ddp": ["--trainer.strategy", "ddp", "--trainer.devices", "2"],
-    "pipeline": ["--config", str(ROOT / "configs/strategies/pipeline.yaml")],
-    # Two stages per process (0 and 2 on rank 0, 1 and 3 on rank 1), interleaved micro-batches.
-    "pipeline_interleaved": [
-        *("--config", str(ROOT / "configs/strategies/pipeline.yaml")),
-        *("--trainer.strategy.init_args.schedule", "Interleaved1F1B"),
-        *("--model.init_args.hidden_sizes", "[32, 32, 32]", "--model.init_args.num_stages", "4"),
-    ],
-    # 2 replicas of the 2-stage pipeline on 4 processes (slow: 4 processes a run).
-    "pipeline_ddp": [
-        *("--config", str(ROOT / "configs/strategies/pipeline.yaml")),
-        *("--trainer.strategy.init_args.data_parallel", "2", "--trainer.devices", "4"),
-    ],
-}
-RANKS = {"single": 1, "layer_split": 1, "ddp": 2, "pipeline": 2, "pipeline_interleaved": 2, "pipeline_ddp": 4}
-SLOW_STRATEGIES = ("pipeline_ddp",)
-SETTINGS = """
-trainer:
-  max_epochs: 2
-  deterministic: true
-  log_every_n_steps: 1
-  num_sanity_val_steps: 0
-  enable_progress_bar: false
-  enable_model_summary: false
-  callbacks:
-    - class_path: resume.checkpoint.ResumableCheckpoint
-      init_args: {{every_n_train_steps: 2, train_time_interval: null}}
-    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
-      init_args: {{monitor: val/loss, mode: min, save_top_k: 1, filename: "best-epoch{{epoch:02d}}-step{{step}}"}}
-    - class_path: lightning.pytorch.callbacks.ModelCheckpoint  # every epoch supersedes the file before it
-      init_args: {{monitor: epoch, mode: max, save_top_k: 1, filename: "newest-{{epoch}}"}}
-    - class_path: callbacks.confusion_matrix.ConfusionMatrix
-model:
-  init_args:
-    hidden_sizes: [32]
-    scheduler:
-      class_path: torch.optim.lr_scheduler.ReduceLROnPlateau
-      init_args: {{mode: min, factor: 0.5, patience: 0}}
-data:
-  init_args:
-    root: {shapes_root}
-    images_per_class: 16
-    canvas_size: 32
-    batch_size: 8
-    num_workers: 0
-"""
+from tests.helpers.resume_runs import (
+    RANKS,
+    SEED,
+    SLOW_STRATEGIES,
+    STEPS_PER_EPOCH,
+    STRATEGY_ARGS,
+    UninterruptedRuns,
+    assert_same_run,
+    fault,
+    mlp_args,
+    run,
+    run_ok,
+    write_settings,
+)
+from tests.helpers.runs import ROOT
+from tests.helpers.strategy_runs import run_processes
 
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory, shapes_root) -> Path:
-    path = tmp_path_factory.mktemp("settings") / "resume_mlp.yaml"
-    path.write_text(SETTINGS.format(shapes_root=shapes_root))
-    return path
-
-
-def mlp_args(settings: Path, log_dir: Path, strategy: str, *extra: str) -> list[str]:
-    return [
-        "--config",
-        str(ROOT / "configs" / "mlp.yaml"),
-        "--config",
-        str(settings),
-        *STRATEGY_ARGS[strategy],
-        "--trainer.logger.init_args.save_dir",
-        str(log_dir),
-        *extra,
-    ]
-
-
-def fault(step: int, signal_name: str, rank: int = 0, whole_group: bool = False, once: Path | None = None) -> list[str]:
-    return [
-        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
-        f"--trainer.callbacks.init_args.step={step}",
-        f"--trainer.callbacks.init_args.signal_name={signal_name}",
-        f"--trainer.callbacks.init_args.rank={rank}",
-        f"--trainer.callbacks.init_args.whole_group={whole_group}",
-        *([f"--trainer.callbacks.init_args.once_marker={once}"] if once is not None else []),
-    ]
-
-
-def run(args: list[str]) -> tuple[int, str]:
-    return run_processes("fit", args)
-
-
-def run_ok(args: list[str]) -> str:
-    code, output = run(args)
-    assert code == 0, output[-4000:]
-    return output
-
-
-def assert_same_run(resumed: Path, uninterrupted: Path, context: str, extra_files: tuple[str, ...] = ()) -> None:
-    assert_same_run_directory(
-        RunDirectory.only_one_under(resumed), RunDirectory.only_one_under(uninterrupted), context, extra_files
-    )
-
-
-class UninterruptedRuns(dict):
-    """Each strategy's uninterrupted run, made the first time a test asks for it (slow strategies only then)."""
-
-    def __init__(self, tmp_path_factory, settings: Path):
-        super().__init__()
-        self.tmp_path_factory, self.settings = tmp_path_factory, settings
-
-    def __missing__(self, strategy: str) -> Path:
-        self[strategy] = self.tmp_path_factory.mktemp(f"uninterrupted-{strategy}")
-        run_ok(mlp_args(self.settings, self[strategy], strategy))
-        return self[strategy]
+    return write_settings(tmp_path_factory.mktemp("settings"), shapes_root)
 
 
 @pytest.fixture(scope="module")
@@ -194,101 +98,6 @@ def test_finished_run_extended_by_epochs_ends_as_the_longer_run(uninterrupted, s
     assert_same_run(tmp_path, uninterrupted["single"], "extended by an epoch", extra)
 
 
-# cookiecutter: only with dask
-DASK = ["--dask.n_workers", "2"]
-
-
-@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT to the client"])
-def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
-    """A rank's worker process gets SIGTERM, or the client gets SIGINT; the command with `--ckpt_path last` resumes.
-
-    No filesystem is shared: rank 0 sends each checkpoint to the client as it is written.
-    """
-    draw = random.Random(f"{SEED}-dask-{stop}")
-    step, rank = draw.randint(4, 7), draw.randrange(2)
-    context = f"dask, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
-    signal_name, to_parent = ("SIGINT", True) if stop == "SIGINT to the client" else (stop, False)
-    command = mlp_args(
-        settings,
-        tmp_path,
-        "single",
-        *DASK,
-        *fault(step, signal_name, rank, once=tmp_path / "fired"),
-        f"--trainer.callbacks.init_args.to_parent={to_parent}",
-    )
-    code, output = run(command)
-    assert code == 143, f"{context}\n{output[-3000:]}"
-    assert "preempted at step" in output and "--ckpt_path last continues the run" in output, context
-
-    output = run_ok([*command, "--ckpt_path", "last"])
-    assert "resume: continuing from" in output, f"{context}\n{output[-3000:]}"
-    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], (
-        "a resumed job keeps one run directory"
-    )
-    assert_same_run(tmp_path, uninterrupted["ddp"], context)
-
-
-@pytest.mark.parametrize("checkpoints", ["sent to the client", "in a shared directory"])
-def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninterrupted_run(
-    uninterrupted, settings, tmp_path, checkpoints
-):
-    """One command: a rank's worker is killed (-9) mid-epoch, the launcher restarts every rank from the checkpoint
-    rank 0 sent (or wrote to --dask.checkpoint_dir), and the job ends with the uninterrupted weights and metrics in
-    one run directory."""
-    draw = random.Random(f"{SEED}-dask-restart-{checkpoints}")
-    step, rank = draw.randint(5, 7), draw.randrange(2)
-    context = f"dask, checkpoints {checkpoints}, SIGKILL at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
-    once = f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}"
-    shared = ["--dask.checkpoint_dir", str(tmp_path / "shared")] if checkpoints == "in a shared directory" else []
-    output = run_ok(mlp_args(settings, tmp_path, "single", *DASK, *shared, *fault(step, "SIGKILL", rank), once))
-    if shared:  # the run's checkpoints in its own folder of the shared directory, the rest on the client
-        shared_checkpoints = tmp_path / "shared" / "mlp" / "version_0" / "checkpoints"
-        assert (shared_checkpoints / "last.ckpt").is_file() and not list((tmp_path / "mlp").rglob("*.ckpt"))
-        shutil.copytree(shared_checkpoints, tmp_path / "mlp" / "version_0" / "checkpoints")  # one run directory
-    resumed_at = (step - 1) - (step - 1) % 2  # last.ckpt every 2 steps; the one due at `step` comes after the kill
-    (story,) = [line for line in output.splitlines() if "restart 1 of" in line]
-    assert f"rank {rank} (Dask worker" in story and "died: was killed by signal 9" in story, f"{context}\n{story}"
-    assert story.endswith(f"restart 1 of 1, resuming at step {resumed_at}"), f"{context}\n{story}"
-    assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "one job, one run directory"
-    assert_same_run(tmp_path, uninterrupted["ddp"], context)
-
-
-def test_dask_command_run_again_starts_a_new_run_and_ckpt_path_last_continues_the_newest(
-    uninterrupted, settings, tmp_path
-):
-    """One meaning of a run on every launcher, also with --dask.checkpoint_dir: no run takes over another's
-    checkpoints, and `--ckpt_path last` finds the newest run's in the shared directory."""
-    shared = tmp_path / "shared"
-    command = mlp_args(settings, tmp_path, "single", *DASK, "--dask.checkpoint_dir", str(shared))
-    for _ in range(2):
-        output = run_ok([*command, "--trainer.max_epochs", "1"])
-        assert "resume:" not in output, output[-3000:]
-    assert sorted(path.name for path in (tmp_path / "mlp").iterdir()) == ["version_0", "version_1"]
-    for version in ("version_0", "version_1"):
-        last = torch.load(shared / "mlp" / version / "checkpoints" / "last.ckpt", weights_only=False)
-        assert last["global_step"] == 4, f"{version} trained its own epoch from the start"
-
-    output = run_ok([*command, "--ckpt_path", "last"])  # 2 epochs, as the uninterrupted run
-    assert f"continuing from {shared / 'mlp' / 'version_1' / 'checkpoints' / 'last.ckpt'} (step 4)" in output
-    resumed, reference = RunDirectory(tmp_path / "mlp" / "version_1"), RunDirectory.only_one_under(uninterrupted["ddp"])
-    assert resumed.metrics_rows() == reference.metrics_rows()
-    assert "config.resumed-1.yaml" in resumed.files(), "the extending command's config, beside the first"
-
-
-def test_dask_restarts_exhausted_end_the_job_with_the_last_cause(settings, tmp_path):
-    """Killed again after its one restart: the job fails with the cause of the last failure."""
-    code, output = run(mlp_args(settings, tmp_path, "single", *DASK, *fault(6, "SIGKILL", rank=1)))
-    assert code == 1, output[-3000:]
-    assert "restart 1 of 1, resuming at step 4" in output, output[-3000:]
-    (error,) = [line for line in output.splitlines() if line.startswith("error:")]
-    assert re.fullmatch(
-        r"error: the Dask run stopped after 1 restart\(s\): rank 1 \(Dask worker \S+, pid \d+\) died: "
-        r"was killed by signal 9",
-        error,
-    ), error
-
-
-# cookiecutter: end
 def test_torchrun_restarts_a_killed_worker_and_the_job_ends_with_the_uninterrupted_weights(
     uninterrupted, settings, tmp_path
 ):

@@ -6,9 +6,9 @@ data pipeline on one device: 2 epochs of 3 steps, stopped by SIGTERM after step 
 
 import pytest
 import torch
-from strategy_runs import run_processes
 
-from conftest import EXAMPLE_CONFIGS, small_run_args
+from tests.helpers.runs import EXAMPLE_CONFIGS, small_run_args
+from tests.helpers.strategy_runs import run_processes
 
 PREEMPTED = 143
 SIGTERM_AT_STEP_4 = [

@@ -5,7 +5,7 @@ import re
 
 import torch
 
-from conftest import EXAMPLE_CONFIGS, run_cli, small_run_args
+from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli, small_run_args
 
 REPLACED = re.compile(r"^resume: (.+) from the config is replaced by the checkpoint's (.+)$", re.M)
 STEP_LR = [

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
-from strategy_runs import checkpoint, checkpoint_path, largest_difference, optimizer_tensors, run_ok
 from test_pipeline_schedules import SCHEDULE_STAGES
 from test_strategies import expect_user_error, logged
 
-from conftest import ROOT, run_cli
 from lightning_modules.image_classifier import ImageClassifier
 from models.staged_resnet import StagedResNet
+from tests.helpers.runs import ROOT, run_cli
+from tests.helpers.strategy_runs import checkpoint, checkpoint_path, largest_difference, optimizer_tensors, run_ok
 
 SETTINGS = """
 trainer:

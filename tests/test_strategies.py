@@ -20,9 +20,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from strategy_runs import checkpoint, checkpoint_path, largest_difference, optimizer_tensors, run_ok, run_processes
 
-from conftest import ROOT, read_metrics, run_cli
+from tests.helpers.runs import ROOT, read_metrics, run_cli
+from tests.helpers.strategy_runs import (
+    checkpoint,
+    checkpoint_path,
+    largest_difference,
+    optimizer_tensors,
+    run_ok,
+    run_processes,
+)
 
 TOLERANCE = 1e-5
 EPOCHS = 3
@@ -247,33 +254,6 @@ def expect_user_error(capsys, args: list[str], message: str) -> None:
         run_cli("fit", args)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
-
-
-# cookiecutter: only with cnn
-@pytest.mark.parametrize("strategy", ["layer_split", "pipeline"])
-def test_backbone_without_stages_is_refused(capsys, tmp_path, shapes_root, strategy):
-    args = [
-        "--config",
-        str(ROOT / "configs" / "cnn.yaml"),
-        "--model.init_args.backbone",
-        "mobilenet_v3_small",
-        "--trainer.logger.init_args.save_dir",
-        str(tmp_path),
-        "--data.init_args.root",
-        str(shapes_root),
-        "--data.init_args.images_per_class",
-        "8",
-        "--data.init_args.canvas_size",
-        "32",
-        "--trainer.strategy",
-        strategy,
-        "--trainer.devices",
-        "1",
-    ]
-    expect_user_error(capsys, args, "backbone 'mobilenet_v3_small' has no known split into stages")
-
-
-# cookiecutter: end
 
 
 def test_layer_split_refuses_more_stages_than_devices(capsys, settings, tmp_path):

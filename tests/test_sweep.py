@@ -5,38 +5,23 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-import optuna
 import pytest
-from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-from conftest import ROOT, read_metrics, run_cli, small_run_args
-
-LR = "model.init_args.optimizer.init_args.lr"
-HIDDEN = "model.init_args.hidden_size"
-TIMEOUT_S = 240
-STARTED = re.compile(r"sweep: trial (\d+) started: limit_train_batches=(\d+), names_path=(\S+) \(log")
-
-
-def sweep_command(log_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, str(ROOT / "sweep.py"), *small_run_args("lstm.yaml", log_dir), *extra]
-
-
-def sweep_file(path: Path, space: dict, **settings) -> str:
-    path.write_text(json.dumps({"space": space, **settings}))
-    return str(path)
-
-
-def study(log_dir: Path, name: str = "lstm") -> optuna.Study:
-    storage = JournalStorage(JournalFileBackend(str(log_dir / f"sweep_{name}" / "study.journal")))
-    return optuna.load_study(study_name=name, storage=storage)
-
-
-def run(command: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+from tests.helpers.runs import ROOT, read_metrics, run_cli
+from tests.helpers.sweep_runs import (
+    HIDDEN,
+    LR,
+    SPACE,
+    STARTED,
+    TIMEOUT_S,
+    run,
+    study,
+    study_with_a_far_better_trial,
+    sweep_command,
+    sweep_file,
+)
 
 
 def test_an_unknown_search_space_key_is_one_line_naming_it(tmp_path):
@@ -110,30 +95,6 @@ def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config
     assert any(row.get("val/loss") for row in rows)
 
 
-SPACE = {
-    LR: {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
-    HIDDEN: {"type": "categorical", "choices": [16, 32]},
-}
-
-
-def study_with_a_far_better_trial(log_dir: Path) -> None:
-    """A completed trial with a value of 0 at every step: a median pruner prunes any other at its first report."""
-    distributions = {
-        LR: optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True),
-        HIDDEN: optuna.distributions.CategoricalDistribution([16, 32]),
-    }
-    (log_dir / "sweep_lstm").mkdir()
-    storage = JournalStorage(JournalFileBackend(str(log_dir / "sweep_lstm" / "study.journal")))
-    optuna.create_study(study_name="lstm", storage=storage).add_trial(
-        optuna.trial.create_trial(
-            params={LR: 1e-3, HIDDEN: 16},
-            distributions=distributions,
-            value=0.0,
-            intermediate_values=dict.fromkeys(range(100), 0.0),
-        )
-    )
-
-
 def test_every_rank_of_a_ddp_trial_gets_the_driver_values_and_a_pruned_trial_stops_on_every_rank(tmp_path):
     """A completed trial with a far better value at every step is in the study: the 2-rank trial is pruned at its
     first validation, on both ranks, and both trained with the values the driver chose."""
@@ -159,75 +120,3 @@ def test_every_rank_of_a_ddp_trial_gets_the_driver_values_and_a_pruned_trial_sto
     assert ranks[0]["lr"] == pytest.approx(trial.params[LR], rel=1e-12)
     assert ranks[0]["hidden_size"] == trial.params[HIDDEN]
     assert ranks[0]["global_step"] == 4, "pruned at the first validation, not at the end of the 20 steps"
-
-
-# cookiecutter: only with dask
-
-
-@pytest.mark.slow
-def test_concurrent_trials_each_run_on_their_own_embedded_dask_cluster(tmp_path):
-    space = {LR: {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}
-    settings = dict(trials=2, parallel=2, pruner="none", ranks_per_trial=2)
-    result = run(
-        sweep_command(
-            tmp_path,
-            *("--trainer.limit_train_batches", "6", "--trainer.val_check_interval", "3"),
-            *("--sweep", sweep_file(tmp_path / "space.json", space, **settings)),
-        )
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert [trial.state.name for trial in study(tmp_path).trials] == ["COMPLETE", "COMPLETE"]
-    workers = []
-    for number in (0, 1):
-        log = (tmp_path / "sweep_lstm" / f"trial_{number}" / "trial.log").read_text()
-        assert "dask: starting a LocalCluster with 2 worker processes" in log
-        workers += re.findall(r"dask: rank \d on worker (\S+)", log)
-        reports = (tmp_path / "sweep_lstm" / f"trial_{number}" / "channel" / "reports.jsonl").read_text()
-        assert [json.loads(line)["step"] for line in reports.splitlines()] == [3, 6], "rank 0 reported each validation"
-    assert len(set(workers)) == 4, "the concurrent trials ran on disjoint workers"
-
-
-@pytest.mark.slow
-def test_trials_on_an_existing_cluster_hold_their_own_workers_and_are_pruned_through_the_scheduler(tmp_path):
-    """Two trials at once on a running cluster of two named workers started elsewhere: each on its own worker, each
-    pruned at its first validation by a decision that went through the scheduler (no file channel)."""
-    scheduler_file = tmp_path / "scheduler.json"
-    elsewhere = tmp_path / "worker_machine"
-    elsewhere.mkdir()
-    quiet = {"cwd": elsewhere, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    python_m = [sys.executable, "-m"]
-    scheduler = [*python_m, "distributed.cli.dask_scheduler", "--scheduler-file", str(scheduler_file), "--port", "0"]
-    processes = [subprocess.Popen([*scheduler, "--no-dashboard"], **quiet)]
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.is_file():
-            assert time.monotonic() < deadline, "the scheduler did not start"
-            time.sleep(0.2)
-        for name in ("machine-a", "machine-b"):
-            worker = [*python_m, "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file)]
-            processes.append(subprocess.Popen([*worker, "--name", name, "--nthreads", "1", "--no-dashboard"], **quiet))
-        study_with_a_far_better_trial(tmp_path)
-        settings = dict(trials=3, parallel=2, ranks_per_trial=1, pruner="median", pruner_startup_trials=1)
-        result = run(
-            sweep_command(
-                tmp_path,
-                *("--dask.address", json.loads(scheduler_file.read_text())["address"]),
-                *("--data.init_args.names_path", str(ROOT / "data" / "pet_names.txt")),  # as on a shared disk
-                *("--trainer.limit_train_batches", "20", "--trainer.val_check_interval", "4"),
-                *("--sweep", sweep_file(tmp_path / "space.json", SPACE, **settings)),
-            )
-        )
-    finally:
-        for process in processes:
-            process.kill()
-    assert result.returncode == 0, result.stderr[-3000:]
-    workers = []
-    for trial in study(tmp_path).trials[1:]:
-        assert trial.state.name == "PRUNED" and list(trial.intermediate_values) == [4]
-        trial_dir = tmp_path / "sweep_lstm" / f"trial_{trial.number}"
-        assert not (trial_dir / "channel").exists(), "reported through the scheduler, not through files"
-        workers += re.findall(r"dask: rank 0 on worker (\S+)", (trial_dir / "trial.log").read_text())
-    assert len(set(workers)) == 2, "the concurrent trials ran on their own workers"
-
-
-# cookiecutter: end

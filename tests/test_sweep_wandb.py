@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-from conftest import ROOT, small_run_args
+from tests.helpers.runs import ROOT, small_run_args
 
 pytest.importorskip("wandb")
 
@@ -18,7 +18,7 @@ PROJECT = "sweep-tests"
 
 
 def test_every_trial_is_a_wandb_run_in_the_study_group_with_its_own_checkpoints(tmp_path):
-    from wandb_records import read_offline_run
+    from tests.helpers.wandb_records import read_offline_run
 
     args = small_run_args("lstm.yaml", tmp_path)
     space = {"model.init_args.hidden_size": {"type": "categorical", "choices": [16, 32]}}

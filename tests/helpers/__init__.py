@@ -1,2 +1,5 @@
-"""Shared test helpers: real faults for real runs (`faults`), the project as another machine installs it
-(`installed`), several machines on this one (`hosts`)."""
+"""Test helpers, one module per concern; `ROOT` is the checkout the tests run from."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]

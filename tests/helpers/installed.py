@@ -15,7 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT
+
 # What a build reads besides the packages themselves; never the checkout's environments, logs or data.
 NOT_BUILD_INPUTS = shutil.ignore_patterns(
     ".*",
@@ -25,8 +26,6 @@ NOT_BUILD_INPUTS = shutil.ignore_patterns(
     "__pycache__",
     "logs",
     "data",
-    "wandb",  # cookiecutter: only with wandb
-    "{{cookiecutter.project_slug}}*",  # cookiecutter: only with template
 )
 
 __all__ = ["NOT_BUILD_INPUTS", "ROOT", "build_wheel", "installed_python"]

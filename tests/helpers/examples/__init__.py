@@ -1,12 +1,13 @@
 """Each example's config and the options that shrink it to a seconds-long CPU run: one module per example, so a
 project keeps the modules of the examples it has. A module sets `CONFIG` (its file in configs/) and defines
-`shrink(shapes_root) -> list[str]`; `LOGGED` lists the metrics every run of it logs."""
+`shrink(shapes_root) -> list[str]`; `LOGGED` lists the metrics every run of it logs, `MEDIA` and `ARTIFACTS` what
+its callbacks log besides; `HEAVY = True` marks the launcher comparisons of a slow example `slow`."""
 
 import importlib
 import pkgutil
 from pathlib import Path
 
-__all__ = ["CONFIGS", "logged", "shrink_args"]
+__all__ = ["CONFIGS", "artifacts", "heavy", "logged", "media", "shrink_args"]
 
 _BY_CONFIG = {
     module.CONFIG: module
@@ -29,3 +30,18 @@ def shrink_args(config: str, shapes_root: Path | None) -> list[str]:
 def logged(config: str) -> list[str]:
     """The metrics every run of the example with this config logs."""
     return _BY_CONFIG[config].LOGGED
+
+
+def heavy(config: str) -> bool:
+    """Whether the tests comparing launchers run this example only with -m slow."""
+    return getattr(_BY_CONFIG[config], "HEAVY", False)
+
+
+def media(config: str) -> list[str]:
+    """The keys of the images and tables the example's callbacks log."""
+    return getattr(_BY_CONFIG[config], "MEDIA", [])
+
+
+def artifacts(config: str) -> list[str]:
+    """The kinds of versioned artifacts the example's callbacks log."""
+    return getattr(_BY_CONFIG[config], "ARTIFACTS", [])

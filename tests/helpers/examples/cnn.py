@@ -3,8 +3,13 @@ from pathlib import Path
 from tests.helpers.examples._images import small_images
 
 CONFIG = "cnn.yaml"
+# Its runs are slow enough that the tests comparing launchers run it with -m slow.
+HEAVY = True
 # Metrics every run logs.
 LOGGED = ["train/loss", "train/acc", "val/loss", "val/acc", "val/acc_top5", "val/confidence", "lr-Adam"]
+# What its callbacks log as media (images, tables) to a logger that takes them, and as versioned artifacts.
+MEDIA = ["examples/example_images", "train_predictions"]
+ARTIFACTS = ["train_predictions"]
 
 
 def shrink(shapes_root: Path | None) -> list[str]:

@@ -2,7 +2,9 @@ from pathlib import Path
 
 CONFIG = "lstm.yaml"
 # Metrics every run logs.
-LOGGED = ["train/loss", "train/perplexity", "val/loss", "val/perplexity"]
+LOGGED = ["train/loss", "train/perplexity", "val/loss", "val/perplexity", "lr-Adam"]
+# What its callbacks log as media (images, tables) to a logger that takes them.
+MEDIA = ["generated_names"]
 
 
 def shrink(shapes_root: Path | None) -> list[str]:

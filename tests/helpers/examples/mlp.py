@@ -4,7 +4,9 @@ from tests.helpers.examples._images import small_images
 
 CONFIG = "mlp.yaml"
 # Metrics every run logs.
-LOGGED = ["train/loss", "train/acc", "val/loss", "val/acc", "val/confidence"]
+LOGGED = ["train/loss", "train/acc", "train/epoch_loss", "val/loss", "val/acc", "val/confidence", "lr-Adam"]
+# What its callbacks log as media (images, tables) to a logger that takes them.
+MEDIA = ["val/confusion_matrix"]
 
 
 def shrink(shapes_root: Path | None) -> list[str]:

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import LAUNCHER_VARIABLES
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT
+from tests.helpers.runs import LAUNCHER_VARIABLES
 
 
 def run_processes(subcommand: str, args: list[str], timeout: float = 240, cwd: Path = ROOT) -> tuple[int, str]:

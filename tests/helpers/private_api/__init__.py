@@ -1,0 +1,12 @@
+"""Private Lightning, torch and torchmetrics names the project touches, one module per part that touches them, so a
+project keeps the entries of the parts it has. A module sets `MODULE_NAMES` ({(module, name): used by}) and/or
+`ATTRIBUTES` ([(what has it, how to build one, attribute name, used by)])."""
+
+import importlib
+import pkgutil
+
+__all__ = ["ATTRIBUTES", "MODULE_NAMES"]
+
+_PARTS = [importlib.import_module(f"{__name__}.{found.name}") for found in pkgutil.iter_modules(__path__)]
+MODULE_NAMES = {key: used_by for part in _PARTS for key, used_by in getattr(part, "MODULE_NAMES", {}).items()}
+ATTRIBUTES = [entry for part in _PARTS for entry in getattr(part, "ATTRIBUTES", [])]

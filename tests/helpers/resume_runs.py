@@ -1,0 +1,121 @@
+"""The resume tests' shared run: the staged MLP, small and deterministic, its strategies, faults and comparisons
+(see tests/test_resume.py)."""
+
+import os
+import random
+from pathlib import Path
+
+from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
+from tests.helpers.runs import ROOT
+from tests.helpers.strategy_runs import run_processes
+
+SEED = int(os.environ.get("RESUME_TEST_SEED", random.randrange(1_000_000)))
+STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "pipeline_interleaved": 8, "pipeline_ddp": 4, "ddp": 4}
+STRATEGY_ARGS = {
+    "single": [],
+    "layer_split": ["--config", str(ROOT / "configs/strategies/layer_split.yaml")],
+    "ddp": ["--trainer.strategy", "ddp", "--trainer.devices", "2"],
+    "pipeline": ["--config", str(ROOT / "configs/strategies/pipeline.yaml")],
+    # Two stages per process (0 and 2 on rank 0, 1 and 3 on rank 1), interleaved micro-batches.
+    "pipeline_interleaved": [
+        *("--config", str(ROOT / "configs/strategies/pipeline.yaml")),
+        *("--trainer.strategy.init_args.schedule", "Interleaved1F1B"),
+        *("--model.init_args.hidden_sizes", "[32, 32, 32]", "--model.init_args.num_stages", "4"),
+    ],
+    # 2 replicas of the 2-stage pipeline on 4 processes (slow: 4 processes a run).
+    "pipeline_ddp": [
+        *("--config", str(ROOT / "configs/strategies/pipeline.yaml")),
+        *("--trainer.strategy.init_args.data_parallel", "2", "--trainer.devices", "4"),
+    ],
+}
+RANKS = {"single": 1, "layer_split": 1, "ddp": 2, "pipeline": 2, "pipeline_interleaved": 2, "pipeline_ddp": 4}
+SLOW_STRATEGIES = ("pipeline_ddp",)
+SETTINGS = """
+trainer:
+  max_epochs: 2
+  deterministic: true
+  log_every_n_steps: 1
+  num_sanity_val_steps: 0
+  enable_progress_bar: false
+  enable_model_summary: false
+  callbacks:
+    - class_path: resume.checkpoint.ResumableCheckpoint
+      init_args: {{every_n_train_steps: 2, train_time_interval: null}}
+    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
+      init_args: {{monitor: val/loss, mode: min, save_top_k: 1, filename: "best-epoch{{epoch:02d}}-step{{step}}"}}
+    - class_path: lightning.pytorch.callbacks.ModelCheckpoint  # every epoch supersedes the file before it
+      init_args: {{monitor: epoch, mode: max, save_top_k: 1, filename: "newest-{{epoch}}"}}
+    - class_path: callbacks.confusion_matrix.ConfusionMatrix
+model:
+  init_args:
+    hidden_sizes: [32]
+    scheduler:
+      class_path: torch.optim.lr_scheduler.ReduceLROnPlateau
+      init_args: {{mode: min, factor: 0.5, patience: 0}}
+data:
+  init_args:
+    root: {shapes_root}
+    images_per_class: 16
+    canvas_size: 32
+    batch_size: 8
+    num_workers: 0
+"""
+
+
+def write_settings(directory: Path, shapes_root: Path) -> Path:
+    path = directory / "resume_mlp.yaml"
+    path.write_text(SETTINGS.format(shapes_root=shapes_root))
+    return path
+
+
+def mlp_args(settings: Path, log_dir: Path, strategy: str, *extra: str) -> list[str]:
+    return [
+        "--config",
+        str(ROOT / "configs" / "mlp.yaml"),
+        "--config",
+        str(settings),
+        *STRATEGY_ARGS[strategy],
+        "--trainer.logger.init_args.save_dir",
+        str(log_dir),
+        *extra,
+    ]
+
+
+def fault(step: int, signal_name: str, rank: int = 0, whole_group: bool = False, once: Path | None = None) -> list[str]:
+    return [
+        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
+        f"--trainer.callbacks.init_args.step={step}",
+        f"--trainer.callbacks.init_args.signal_name={signal_name}",
+        f"--trainer.callbacks.init_args.rank={rank}",
+        f"--trainer.callbacks.init_args.whole_group={whole_group}",
+        *([f"--trainer.callbacks.init_args.once_marker={once}"] if once is not None else []),
+    ]
+
+
+def run(args: list[str]) -> tuple[int, str]:
+    return run_processes("fit", args)
+
+
+def run_ok(args: list[str]) -> str:
+    code, output = run(args)
+    assert code == 0, output[-4000:]
+    return output
+
+
+def assert_same_run(resumed: Path, uninterrupted: Path, context: str, extra_files: tuple[str, ...] = ()) -> None:
+    assert_same_run_directory(
+        RunDirectory.only_one_under(resumed), RunDirectory.only_one_under(uninterrupted), context, extra_files
+    )
+
+
+class UninterruptedRuns(dict):
+    """Each strategy's uninterrupted run, made the first time a test asks for it (slow strategies only then)."""
+
+    def __init__(self, tmp_path_factory, settings: Path):
+        super().__init__()
+        self.tmp_path_factory, self.settings = tmp_path_factory, settings
+
+    def __missing__(self, strategy: str) -> Path:
+        self[strategy] = self.tmp_path_factory.mktemp(f"uninterrupted-{strategy}")
+        run_ok(mlp_args(self.settings, self[strategy], strategy))
+        return self[strategy]

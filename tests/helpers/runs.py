@@ -1,0 +1,58 @@
+"""Shrunken real runs: the example configs with few batches, small generated images and tmp dirs."""
+
+import csv
+import re
+from pathlib import Path
+
+import cli
+from tests.helpers import ROOT
+from tests.helpers.examples import CONFIGS, shrink_args
+
+__all__ = ["EXAMPLE_CONFIGS", "LAUNCHER_VARIABLES", "ROOT", "last_value", "read_metrics", "run_cli", "small_run_args"]
+
+# One config per example, for the tests that hold for every example.
+EXAMPLE_CONFIGS = CONFIGS
+# What a launcher sets in the process that launches ranks. A test that runs one in this process must not leave it to
+# later tests, whose processes would take themselves for ranks started by someone else and wait forever.
+LAUNCHER_VARIABLES = re.compile(
+    r"(RANK|LOCAL_RANK|NODE_RANK|GROUP_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT)"
+)
+
+
+def small_run_args(config: str, log_dir: Path, shapes_root: Path | None = None, *extra: str) -> list[str]:
+    """Arguments that shrink an example config to a seconds-long CPU run writing under `log_dir`."""
+    args = [
+        "--config",
+        str(ROOT / "configs" / config),
+        "--trainer.max_epochs",
+        "1",
+        "--trainer.limit_train_batches",
+        "3",
+        "--trainer.limit_val_batches",
+        "2",
+        "--trainer.log_every_n_steps",
+        "1",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.enable_model_summary",
+        "false",
+        "--trainer.logger.init_args.save_dir",
+        str(log_dir),
+    ]
+    return args + shrink_args(config, shapes_root) + list(extra)
+
+
+def run_cli(subcommand: str, args: list[str]) -> None:
+    cli.main([subcommand, *args])
+
+
+def read_metrics(log_dir: Path) -> list[dict[str, str]]:
+    (metrics_file,) = log_dir.rglob("metrics.csv")
+    with metrics_file.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def last_value(rows: list[dict[str, str]], key: str) -> float:
+    values = [float(row[key]) for row in rows if row.get(key) not in (None, "")]
+    assert values, f"{key} was never logged"
+    return values[-1]

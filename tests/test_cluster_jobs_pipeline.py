@@ -1,0 +1,42 @@
+"""The MLP's pipeline sent to Kubernetes: the generated job's pods run it with its options."""
+
+import pytest
+import yaml
+
+from tests.helpers.pytorchjobs import (
+    generated_manifest,
+    pod_command,
+    schema_errors,
+)
+from tests.helpers.runs import run_cli
+
+
+def test_pipeline_after_the_separator_runs_in_every_pod_with_its_options(tmp_path, capsys):
+    """`-- --trainer.strategy pipeline` replaces DDP in every pod; its options follow; cli.py reads them all, and the
+    pipeline spans the job's 2 pods x 2 processes."""
+    job = ["--name", "mlp", "--image", "template:0.1", "--workers", "1", "--nproc-per-node", "2"]
+    pipeline = ["--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", "Interleaved1F1B"]
+    pipeline += ["--trainer.strategy.init_args.microbatches=8"]
+    manifest, stdout = generated_manifest(tmp_path, *job, "--config", "configs/mlp.yaml", "--", *pipeline)
+    assert schema_errors(manifest) == []
+    assert "2 pods x 2 process(es) = world size 4" in stdout
+    for kind in ("Master", "Worker"):
+        command = pod_command(manifest, kind)
+        assert command[:5] == ["torchrun", "--nnodes", "2", "--nproc_per_node", "2"]
+        assert command.count("--trainer.strategy") == 1
+        assert command[command.index("--trainer.strategy") + 1] == "pipeline"
+        assert command[-2:] == ["--ckpt_path", "last"]
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", [*command[command.index("fit") + 1 :], "--print_config"])
+    assert exit_info.value.code in (None, 0)
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["trainer"]["strategy"]["class_path"] == "strategies.pipeline.PipelineStrategy"
+    assert config["trainer"]["strategy"]["init_args"] | {"loss_fn": None} == {
+        "schedule": "Interleaved1F1B",
+        "microbatches": 8,
+        "data_parallel": 1,
+        "loss_fn": None,
+        "process_group_backend": None,
+        "timeout": "0:05:00",
+    }
+    assert (config["trainer"]["devices"], config["trainer"]["num_nodes"]) == ("2", 2)
