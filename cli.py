@@ -31,6 +31,7 @@ from resume.moved_checkpoints import MovedCheckpoints
 from resume.random_state import RandomState
 from resume.replaced_settings import ReplacedSettings
 from resume.torchrun_restarts import separate_restart_attempts
+from strategy_flag import with_class_paths
 
 LOST_PEER_EXIT_CODE = 128 + signal.SIGABRT
 # `--ckpt_path` values Lightning resolves itself rather than opening a file of that name.
@@ -74,7 +75,7 @@ class TemplateCLI(LightningCLI):
         args = sys.argv[1:] if args is None else args
         for rewrite_args in hooks("rewrite_args"):
             args = rewrite_args(args)
-        self.config = parser.parse_args(args)
+        self.config = parser.parse_args(with_class_paths(args))
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand is None:

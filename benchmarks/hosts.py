@@ -139,7 +139,16 @@ def time_to_first_step(address: str, client_host: Host, scratch: Path) -> float:
     command = [sys.executable, str(ROOT / "cli.py"), *job(result, steps=1, hidden=200)[1:]]
     command[command.index("benchmarks.hosts.StepTimes")] = "benchmarks.hosts.FirstStep"
     command[command.index("--trainer.strategy") : command.index("--trainer.strategy") + 2] = []
-    command += ["--dask.address", address, "--dask.n_workers", "2", "--dask.timeout_s", "120"]
+    command += [
+        "--dask.address",
+        address,
+        "--dask.n_workers",
+        "2",
+        "--trainer.strategy",
+        "ddp",
+        "--trainer.strategy.init_args.timeout",
+        "0:02:00",
+    ]
     started = time.time()
     client = client_host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output, _ = client.communicate(timeout=RUN_TIMEOUT_S)

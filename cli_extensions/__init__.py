@@ -16,14 +16,15 @@ from collections.abc import Callable
 from functools import cache
 from types import ModuleType
 
-__all__ = ["hooks"]
+__all__ = ["hooks", "load_parts"]
 
 
 @cache
-def _modules() -> tuple[ModuleType, ...]:
+def load_parts() -> tuple[ModuleType, ...]:
+    """Every part's module, imported (which also registers what a part registers, such as its strategies)."""
     return tuple(importlib.import_module(f"{__name__}.{found.name}") for found in pkgutil.iter_modules(__path__))
 
 
 def hooks(name: str) -> list[Callable]:
     """Every part's function called `name`."""
-    return [getattr(module, name) for module in _modules() if hasattr(module, name)]
+    return [getattr(module, name) for module in load_parts() if hasattr(module, name)]

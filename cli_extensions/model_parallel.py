@@ -1,8 +1,4 @@
-"""The model-parallel strategies, registered by name (`--trainer.strategy pipeline`), take their own options."""
+"""The model-parallel strategies: importing this module registers `layer_split` and `pipeline` for
+`--trainer.strategy` (strategy_flag.py gives them their options)."""
 
-import strategies
-
-
-def rewrite_args(args: list[str]) -> list[str]:
-    """`--trainer.strategy pipeline` (or layer_split) takes `--trainer.strategy.init_args.*` options too."""
-    return strategies.with_class_paths(args)
+import strategies  # noqa: F401

@@ -25,7 +25,6 @@ runs several processes.
 
 import argparse
 import datetime
-import importlib
 import re
 import shlex
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from errors import UserInputError
+from strategy_flag import TIMEOUT_FLAG, parse_timeout, strategy_class
 
 IMAGE_WORKDIR = "/workspace"  # the Dockerfile's WORKDIR: relative paths in the command resolve against it
 CONTAINER_NAME = "pytorch"  # the operator only wires up the container with this name
@@ -43,6 +43,9 @@ DDP_STRATEGY = "lightning.pytorch.strategies.DDPStrategy"
 ELASTIC_DDP_STRATEGY = "cluster.elastic.ElasticDDPStrategy"
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
 STRATEGY_FLAG = "--trainer.strategy"
+# How long a collective or the start-up rendezvous waits for a lost or late pod unless the overrides set
+# --trainer.strategy.init_args.timeout: minutes, not torch's 30, so the pods waiting for a lost peer give up in time.
+POD_TIMEOUT = datetime.timedelta(minutes=5)
 # Trainer settings the manifest derives from the pod shape; an override would break world size = pods x processes.
 DERIVED_TRAINER_FLAGS = (
     "--trainer.accelerator",
@@ -72,7 +75,6 @@ class JobRequest:
     memory: str | None
     restart_policy: str
     backoff_limit: int
-    ddp_timeout_min: float
     elastic: tuple[int, int] | None  # (min, max) pods that torchrun's rendezvous admits
     max_restarts: int
     volume_claims: tuple[tuple[str, str], ...]  # (PersistentVolumeClaim name, mount path in every pod)
@@ -143,14 +145,6 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=3,
         help="pod restarts before the job fails (runPolicy.backoffLimit, default 3)",
-    )
-    parser.add_argument(
-        "--ddp-timeout",
-        type=float,
-        default=5.0,
-        metavar="MINUTES",
-        help="how long a collective or the start-up rendezvous waits for a lost or late pod before it fails "
-        "(default 5; torch's is 30)",
     )
     parser.add_argument(
         "--max-restarts", type=int, help="with --elastic: restarts of the training processes by torchrun (default 3)"
@@ -235,6 +229,8 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
                 f"{flag} is set from --workers, --gpus-per-pod, --nproc-per-node and --accelerator; do not "
                 "override it after `--`"
             )
+        if flag == TIMEOUT_FLAG:
+            parse_timeout(override.split("=", 1)[1] if "=" in override else _value_after(overrides, override))
         if flag == RESUME[0]:
             raise UserInputError(
                 f"{flag} is set to `last` so that a restarted pod continues the run; do not override it after `--`"
@@ -249,8 +245,6 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
         )
     if args.backoff_limit < 0:
         raise UserInputError(f"--backoff-limit must be 0 or more, got {args.backoff_limit}")
-    if args.ddp_timeout <= 0:
-        raise UserInputError(f"--ddp-timeout must be a positive number of minutes, got {args.ddp_timeout:g}")
     if args.max_restarts is not None and not elastic:
         raise UserInputError(
             "--max-restarts counts torchrun's restarts of an elastic job; add --elastic MIN:MAX or use --backoff-limit"
@@ -274,7 +268,6 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
         memory=args.memory,
         restart_policy=restart_policy,
         backoff_limit=args.backoff_limit,
-        ddp_timeout_min=args.ddp_timeout,
         elastic=elastic,
         max_restarts=max_restarts,
         volume_claims=volume_claims,
@@ -282,6 +275,11 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
         strategy=strategy,
     )
     return request, args.output
+
+
+def _value_after(overrides: tuple[str, ...], flag: str) -> str:
+    at = overrides.index(flag) + 1
+    return overrides[at] if at < len(overrides) else ""
 
 
 def _strategy_override(overrides: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
@@ -309,28 +307,21 @@ def _strategy_override(overrides: tuple[str, ...]) -> tuple[str | None, tuple[st
 
 
 def _model_parallel_strategy(value: str) -> type | None:
-    """The class `--trainer.strategy value` selects when it is one of strategies/ (by registered name or class
-    path), else None. Imported only when asked: the generator otherwise needs no torch."""
-    from lightning.pytorch.strategies import StrategyRegistry
+    """The class `--trainer.strategy value` selects when it is a model-parallel strategy (one of its own, derived
+    from Lightning's DDP or single-device strategy, as `pipeline` and `layer_split` are), else None. Imported only
+    when asked: the generator otherwise needs no torch."""
+    from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
-    import strategies
-
-    if value.lower() in StrategyRegistry:
-        selected = StrategyRegistry[value.lower()]["strategy"]
-    else:
-        module, _, name = value.rpartition(".")
-        try:
-            selected = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError, ValueError):
-            return None
-    model_parallel = (strategies.PipelineStrategy, strategies.LayerSplitStrategy)
-    return selected if isinstance(selected, type) and issubclass(selected, model_parallel) else None
+    selected = strategy_class(value)
+    if selected is None or selected in (DDPStrategy, SingleDeviceStrategy):
+        return None
+    return selected if issubclass(selected, (DDPStrategy, SingleDeviceStrategy)) else None
 
 
 def _check_strategy_fits(strategy: str, processes: int, elastic: tuple[int, int] | None) -> None:
-    import strategies
+    from lightning.pytorch.strategies import SingleDeviceStrategy
 
-    if issubclass(_model_parallel_strategy(strategy), strategies.LayerSplitStrategy):
+    if issubclass(_model_parallel_strategy(strategy), SingleDeviceStrategy):
         raise UserInputError(
             f"{STRATEGY_FLAG} {strategy} trains in one process on one machine's devices, but this job runs "
             f"{processes} process(es) on {'elastic ' if elastic else ''}pods; use pipeline to spread the stages over "
@@ -360,11 +351,6 @@ def _volume_claim(value: str) -> tuple[str, str]:
     return claim, path
 
 
-def ddp_timeout(request: JobRequest) -> str:
-    """The timeout as jsonargparse reads a timedelta (H:MM:SS)."""
-    return str(datetime.timedelta(seconds=round(request.ddp_timeout_min * 60)))
-
-
 def training_command(request: JobRequest) -> list[str]:
     """The command every pod runs: cli.py fit with DDP (or the strategy asked for) sized to the whole job, resuming
     the run's last checkpoint."""
@@ -376,8 +362,8 @@ def training_command(request: JobRequest) -> list[str]:
         request.config,
         STRATEGY_FLAG,
         strategy,
-        f"{STRATEGY_FLAG}.timeout",
-        ddp_timeout(request),
+        TIMEOUT_FLAG,
+        str(POD_TIMEOUT),  # an override after `--` comes later and wins
         "--trainer.accelerator",
         request.accelerator,
         "--trainer.devices",

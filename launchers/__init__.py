@@ -19,8 +19,6 @@ class DaskOptions:
             address); rank i on the i-th. Jobs sharing a cluster, such as a sweep's concurrent trials, each take
             their own. A worker its nanny restarts keeps its name, so a restarted job finds it again.
         restart: Restart the cluster's workers before the run, which clears their memory.
-        timeout_s: Seconds that the rendezvous and every collective may wait for the other ranks
-            before the run fails instead of hanging.
         max_restarts: How often a failed run starts all ranks again from the last checkpoint: a dead worker, a
             timed-out collective, any error but bad input. Default 3 on an existing cluster, where losing a
             machine is routine, and 1 on an embedded one, where a rank dies mostly of a bug or of memory that
@@ -37,7 +35,6 @@ class DaskOptions:
     address: str | None = None
     workers: list[str] | None = None
     restart: bool = False
-    timeout_s: float = 600.0
     max_restarts: int | None = None
     min_workers: int | None = None
     checkpoint_dir: str | None = None

@@ -9,7 +9,6 @@ run: the client names the rank, the worker and the cause, cancels the rest and e
 """
 
 import csv
-import inspect
 import io
 import logging
 import os
@@ -33,7 +32,7 @@ from distributed.comm import get_address_host
 from distributed.security import Security
 from distributed.utils import open_port
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
+from lightning.pytorch.strategies import DDPStrategy
 
 from errors import UserInputError, find_user_error, lost_peer, one_line
 from launchers import DaskOptions
@@ -53,6 +52,7 @@ from resume.csv_logger import drop_rows_from_step
 from resume.latest import RUN_FOLDERS, checkpoint_candidates, first_usable
 from resume.preemption import STOP_SIGNALS, Preempted, restore_handlers
 from resume.run_directory import CONFIG_FILE, METRICS_FILE, SAVED_CONFIG, config_file_to_write, next_version
+from strategy_flag import with_launcher_timeout
 
 log = logging.getLogger(__name__)
 log.setLevel(logging.INFO)
@@ -69,6 +69,9 @@ CLUSTER_TIMEOUT_S = 60
 # How long a restart waits for the workers of the failed attempt to be back (a nanny restarts a dead worker within
 # seconds) before it goes on with fewer (--dask.min_workers) or fails.
 REPLACEMENT_WAIT_S = 30
+# How long the rendezvous and every collective wait for the other ranks when the strategy sets no timeout of its
+# own (--trainer.strategy.init_args.timeout): a lost rank fails the run in minutes, not torch's 30.
+RANK_TIMEOUT = timedelta(minutes=10)
 # See DaskOptions.max_restarts.
 EMBEDDED_MAX_RESTARTS = 1
 EXISTING_MAX_RESTARTS = 3
@@ -109,7 +112,7 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
     check_options(options)
     output_root = client_output_root(resolved)
     pin_run_version(resolved, output_root)
-    strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"), options.timeout_s)
+    strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"))
     check_one_device_per_rank(resolved["trainer"])
     checkpoint = read_local_checkpoint(resolved.get("ckpt_path"))
     # The run's checkpoints in the shared directory, in the run's own folder: another run never overwrites them.
@@ -175,8 +178,6 @@ def check_options(options: DaskOptions) -> None:
     for name in ("n_workers", "min_workers"):
         if getattr(options, name) is not None and getattr(options, name) < 1:
             raise UserInputError(f"--dask.{name} must be at least 1, got {getattr(options, name)}")
-    if options.timeout_s <= 0:
-        raise UserInputError(f"--dask.timeout_s must be positive, got {options.timeout_s}")
     if options.max_restarts is not None and options.max_restarts < 0:
         raise UserInputError(f"--dask.max_restarts must be 0 or more, got {options.max_restarts}")
     for name in ("min_workers", "workers"):
@@ -388,35 +389,21 @@ def named_workers(client: Client, names: list[str], restart: bool) -> list[str]:
         time.sleep(POLL_S)
 
 
-def rank_strategy(strategy, timeout_s: float) -> dict:
-    """The trainer.strategy entry every rank runs: the chosen DDP-style strategy with the launcher's timeout."""
-    if isinstance(strategy, dict):
-        strategy_class = import_class(strategy["class_path"])
-        init_args = dict(strategy.get("init_args") or {})
-    elif strategy == "auto":
-        strategy_class, init_args = DDPStrategy, {}
-    elif isinstance(strategy, str) and strategy in StrategyRegistry:
-        strategy_class, init_args = (
-            StrategyRegistry[strategy]["strategy"],
-            dict(StrategyRegistry[strategy]["init_params"]),
-        )
-    else:
-        strategy_class, init_args = None, {}
-    if not (isinstance(strategy_class, type) and issubclass(strategy_class, DDPStrategy)):
+def rank_strategy(strategy) -> dict:
+    """The trainer.strategy entry every rank runs: the chosen DDP-style strategy, with the launcher's timeout unless
+    the strategy has its own."""
+    entry = with_launcher_timeout(strategy, DDPStrategy, RANK_TIMEOUT)
+    strategy_class = import_class(entry["class_path"])
+    if not issubclass(strategy_class, DDPStrategy):
         raise UserInputError(
             f"the Dask launcher runs one DDP process per worker; --trainer.strategy {strategy} is not "
             "DDP-based (use ddp or pipeline)"
         )
     # Dask started the processes: a spawn or fork start method would make Lightning start more.
-    init_args.pop("start_method", None)
-    parameters = inspect.signature(strategy_class).parameters
-    if "timeout" in parameters:
-        init_args["timeout"] = str(timedelta(seconds=timeout_s))
-    else:
-        log.warning(
-            f"dask: {strategy_class.__name__} takes no timeout, so --dask.timeout_s does not apply to its collectives"
-        )
-    return {"class_path": f"{strategy_class.__module__}.{strategy_class.__qualname__}", "init_args": init_args}
+    entry["init_args"].pop("start_method", None)
+    if "timeout" not in entry["init_args"]:
+        log.warning(f"dask: {strategy_class.__name__} takes no timeout, so a lost rank can leave the others waiting")
+    return entry
 
 
 def import_class(path: str) -> type:

@@ -90,7 +90,10 @@ def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
     assert command[:5] == ["torchrun", "--nnodes", "4", "--nproc_per_node", "2"]
     fit = " ".join(command[5:])
     assert fit.startswith(f"cli.py fit --config configs/{EXAMPLE_CONFIGS[0]} ")
-    assert "--trainer.strategy lightning.pytorch.strategies.DDPStrategy --trainer.strategy.timeout 0:05:00" in fit
+    assert (
+        "--trainer.strategy lightning.pytorch.strategies.DDPStrategy --trainer.strategy.init_args.timeout 0:05:00"
+        in fit
+    )
     assert "--trainer.accelerator gpu --trainer.devices 2 --trainer.num_nodes 4" in fit
     assert fit.endswith("--trainer.max_epochs 20 --ckpt_path last") and "KubeflowEnvironment" not in fit
     assert schema_errors(manifest) == []
@@ -228,7 +231,7 @@ JOB_VARIANTS = {
         "--backoff-limit",
         "10",
     ],
-    "elastic": ["--elastic", "2:4", "--max-restarts", "5", "--ddp-timeout", "2.5", "--pvc", "results:/workspace/logs"],
+    "elastic": ["--elastic", "2:4", "--max-restarts", "5", "--pvc", "results:/workspace/logs"],
     "elastic-gpus": ["--elastic", "1:3", "--gpus-per-pod", "2"],
     "exit-code-never": ["--workers", "1", "--restart-policy", "Never", "--backoff-limit", "0"],
 }
@@ -247,6 +250,7 @@ def test_every_kind_of_job_is_a_valid_pytorchjob_that_resumes(tmp_path, variant)
         f"configs/{EXAMPLE_CONFIGS[0]}",
         *args,
         "--",
+        *(["--trainer.strategy.init_args.timeout", "0:02:30"] if variant == "elastic" else []),
         "--trainer.max_epochs",
         "3",
     )
@@ -265,8 +269,8 @@ def test_every_kind_of_job_is_a_valid_pytorchjob_that_resumes(tmp_path, variant)
     )
     command = pod_command(manifest, "Worker")
     assert command[-4:] == ["--trainer.max_epochs", "3", "--ckpt_path", "last"]
-    timeout = command[command.index("--trainer.strategy.timeout") + 1]
-    assert timeout == ("0:02:30" if "--ddp-timeout" in args else "0:05:00")
+    timeouts = [command[at + 1] for at, part in enumerate(command) if part == "--trainer.strategy.init_args.timeout"]
+    assert timeouts[-1] == ("0:02:30" if variant == "elastic" else "0:05:00"), "an override after `--` wins"
     if elastic:
         low, high = args[args.index("--elastic") + 1].split(":")
         restarts = int(args[args.index("--max-restarts") + 1]) if "--max-restarts" in args else 3
@@ -349,8 +353,8 @@ def test_schema_rejects_a_broken_manifest(tmp_path, break_it, expected):
 
 
 def test_pod_commands_parse_with_the_projects_cli(tmp_path, capsys):
-    """cli.py accepts what the generator writes: the DDPStrategy class with its timeout, the elastic one, `--ckpt_path
-    last`."""
+    """cli.py accepts what the generator writes: the DDPStrategy class with its timeout (or the one given after `--`),
+    the elastic one, `--ckpt_path last`."""
     for variant in ("cpu", "elastic"):
         manifest, _ = generated_manifest(
             tmp_path,
@@ -361,6 +365,7 @@ def test_pod_commands_parse_with_the_projects_cli(tmp_path, capsys):
             "template:0.1",
             "--config",
             f"configs/{EXAMPLE_CONFIGS[-1]}",
+            *(["--", "--trainer.strategy.init_args.timeout", "0:02:30"] if variant == "elastic" else []),
         )
         command = pod_command(manifest, "Worker")
         with pytest.raises(SystemExit) as exit_info:
@@ -491,7 +496,11 @@ def with_flag(flag: str, value: str | None) -> list[str]:
         ),
         ([*BASE, "--max-restarts", "2"], "--max-restarts counts torchrun's restarts of an elastic job"),
         ([*BASE, "--backoff-limit", "-1"], "--backoff-limit must be 0 or more"),
-        ([*BASE, "--ddp-timeout", "0"], "--ddp-timeout must be a positive number of minutes"),
+        (
+            [*BASE, "--", "--trainer.strategy.init_args.timeout", "0:00:00"],
+            "--trainer.strategy.init_args.timeout must be a positive duration as H:MM:SS",
+        ),
+        ([*BASE, "--", "--trainer.strategy.init_args.timeout=5"], "must be a positive duration as H:MM:SS"),
     ],
 )
 def test_bad_input_gives_one_clear_line(tmp_path, args, expected):

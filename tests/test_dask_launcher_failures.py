@@ -58,7 +58,17 @@ def test_killed_worker_stops_the_run_and_tears_the_cluster_down(tmp_path):
 @pytest.mark.timeout(240)
 def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_path):
     report = report_of_a_stalled_run(
-        small_run_args("lstm.yaml", tmp_path, None, "--dask.n_workers", "2", "--dask.timeout_s", "15")
+        small_run_args(
+            "lstm.yaml",
+            tmp_path,
+            None,
+            "--dask.n_workers",
+            "2",
+            "--trainer.strategy",
+            "ddp",
+            "--trainer.strategy.init_args.timeout",
+            "0:00:15",
+        )
     )
     assert re.search(
         r"rank 0 \(Dask worker \S+, pid \d+\) failed: RuntimeError: .*Timed out waiting 15000ms", report

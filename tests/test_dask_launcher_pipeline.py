@@ -25,7 +25,7 @@ def test_pipeline_through_dask_matches_the_pipeline_lightning_launches(tmp_path,
 @pytest.mark.timeout(240)
 def test_a_stalled_pipeline_stage_fails_the_run_after_the_dask_timeout(tmp_path, shapes_root):
     report = report_of_a_stalled_run(
-        pipeline_args(tmp_path, shapes_root, "--dask.n_workers", "2", "--dask.timeout_s", "15")
+        pipeline_args(tmp_path, shapes_root, "--dask.n_workers", "2", "--trainer.strategy.init_args.timeout", "0:00:15")
     )
     assert re.search(r"rank 0 \(Dask worker \S+, pid \d+\) failed: .*Timed out waiting 15000ms", report), report
 

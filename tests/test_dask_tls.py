@@ -89,7 +89,12 @@ def test_job_on_an_existing_cluster_over_tls_across_hosts(tmp_path):
         args = small_run_args("mlp.yaml", Path("logs"), Path("shapes"))
         args[args.index("--config") + 1] = "mlp.yaml"
         command = [python, ROOT / "cli.py", "fit", *args, "--dask.address", scheduler, "--dask.n_workers", "2"]
-        command += ["--dask.timeout_s", "60"]
+        command += [
+            "--trainer.strategy",
+            "ddp",
+            "--trainer.strategy.init_args.timeout",
+            "0:01:00",
+        ]
         env = client_environment(client_host, "client", REQUIRE_ENCRYPTION="True")
         result = client_host.run(command, env=env, timeout=RUN_TIMEOUT_S)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -80,8 +80,8 @@ def test_torchrun_on_two_hosts_matches_one_host():
                 *("--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d", "--rdzv_id", "mlp"),
                 *("--rdzv_endpoint", f"{first.address}:{RENDEZVOUS_PORT}", *hosts_the_store),
             )
-            ranks = ["--trainer.strategy", "lightning.pytorch.strategies.DDPStrategy"]
-            ranks += ["--trainer.strategy.timeout", DDP_TIMEOUT, "--trainer.accelerator", "cpu"]
+            ranks = ["--trainer.strategy", "ddp"]
+            ranks += ["--trainer.strategy.init_args.timeout", DDP_TIMEOUT, "--trainer.accelerator", "cpu"]
             ranks += ["--trainer.devices", "1", "--trainer.num_nodes", "2"]
             output = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             processes.append(host.popen(command + job_args(host) + ranks, **output))
@@ -102,7 +102,7 @@ def elastic_torchrun(host: Host, first: Host, claim: Path) -> subprocess.Popen:
         *("--nnodes", "2:2", "--nproc_per_node", "1", "--max_restarts", "2", "--rdzv_backend", "c10d"),
         *("--rdzv_id", "mlp", "--rdzv_endpoint", f"{first.address}:{RENDEZVOUS_PORT}", *hosts_the_store),
     )
-    ranks = ["--trainer.strategy", "lightning.pytorch.strategies.DDPStrategy", "--trainer.strategy.timeout"]
+    ranks = ["--trainer.strategy", "ddp", "--trainer.strategy.init_args.timeout"]
     ranks += [DDP_TIMEOUT, "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.num_nodes", "2"]
     ranks += ["--trainer.max_epochs", "3", "--trainer.limit_train_batches", "10", "--trainer.deterministic", "true"]
     log = (host.workdir / "torchrun.log").open("a")
@@ -170,8 +170,13 @@ def test_ranks_that_cannot_connect_say_where_they_listened_within_the_timeout():
         started = time.monotonic()
         for host in hosts:
             command = [python, "-m", "cli", "fit", *job_args(host), "--trainer.accelerator", "cpu"]
-            command += ["--trainer.strategy", "lightning.pytorch.strategies.DDPStrategy"]
-            command += ["--trainer.strategy.timeout", str(timedelta(seconds=timeout_s)), "--trainer.num_nodes", "2"]
+            command += ["--trainer.strategy", "ddp"]
+            command += [
+                "--trainer.strategy.init_args.timeout",
+                str(timedelta(seconds=timeout_s)),
+                "--trainer.num_nodes",
+                "2",
+            ]
             # Lightning's own variables for a job on several machines.
             node = {"MASTER_ADDR": first.address, "MASTER_PORT": str(RENDEZVOUS_PORT), "NODE_RANK": str(len(processes))}
             env = host.environment(**node, GLOO_SOCKET_IFNAME="lo")

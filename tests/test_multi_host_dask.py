@@ -43,7 +43,16 @@ def test_dask_scheduler_and_client_on_one_host_workers_on_two_others():
                 stderr=subprocess.DEVNULL,
             )
         command = [python, ROOT / "cli.py", "fit", *job_args(client_host)]
-        command += ["--dask.address", scheduler, "--dask.n_workers", "2", "--dask.timeout_s", "60"]
+        command += [
+            "--dask.address",
+            scheduler,
+            "--dask.n_workers",
+            "2",
+            "--trainer.strategy",
+            "ddp",
+            "--trainer.strategy.init_args.timeout",
+            "0:01:00",
+        ]
         client = client_host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         (output,) = finished([client])
         assert client.returncode == 0, output
@@ -75,7 +84,16 @@ def test_dask_pipeline_across_hosts_loses_a_host_and_ends_with_the_uninterrupted
             command = [python, ROOT / "cli.py", "fit", *job_args(client_host), "--trainer.logger.init_args.save_dir"]
             command += [logs.name, "--trainer.strategy", "pipeline", "--trainer.max_epochs", "3"]
             command += ["--trainer.limit_train_batches", "10", "--trainer.deterministic", "true"]
-            command += ["--dask.address", scheduler, "--dask.n_workers", "2", "--dask.timeout_s", "60"]
+            command += [
+                "--dask.address",
+                scheduler,
+                "--dask.n_workers",
+                "2",
+                "--trainer.strategy",
+                "ddp",
+                "--trainer.strategy.init_args.timeout",
+                "0:01:00",
+            ]
             command += ["--dask.max_restarts", "1"]
             client = client_host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if run == "lost host":
