@@ -73,8 +73,6 @@ class TemplateCLI(LightningCLI):
             super().parse_arguments(parser, args)
             return
         args = sys.argv[1:] if args is None else args
-        for rewrite_args in hooks("rewrite_args"):
-            args = rewrite_args(args)
         self.config = parser.parse_args(with_class_paths(args))
 
     def before_instantiate_classes(self) -> None:

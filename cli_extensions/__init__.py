@@ -3,7 +3,6 @@
 A module here may define any of these functions; `cli.py` calls each one that exists, in module-name order:
 
 - `add_arguments(parser)`: add the part's options to the parser (keep the module light: `--help` imports it).
-- `rewrite_args(args) -> args`: rewrite the command line before it is parsed.
 - `checkpoint_root(config) -> str | None`: where `fit`'s checkpoints are, when not in the run's own folders.
 - `run_elsewhere(cli, job) -> bool`: run the parsed subcommand elsewhere, each process calling `job(args)` (cli.run);
   True if it did.
