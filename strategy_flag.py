@@ -1,5 +1,5 @@
-"""What `--trainer.strategy` names, read one way by every launcher and the Kubernetes tool, and the one spelling of
-a strategy's timeout (`--trainer.strategy.init_args.timeout`) that each of them fills in when the user did not."""
+"""What `--trainer.strategy` names, read one way by the CLI and every launcher, and the one spelling of a strategy's
+timeout (`--trainer.strategy.init_args.timeout`) that each launcher fills in when the user did not."""
 
 import inspect
 from datetime import timedelta

@@ -11,7 +11,8 @@ or carry one at the end of the line (`"dask[distributed]",  # cookiecutter: only
 A condition combines the names in CHOICES and `template` (true only in this repository, for what
 exists to build the template) with `and`, `or`, `not` and parentheses. Whole files belong to the
 condition that lists them in PATHS. A generated project keeps what its answers satisfy and loses
-the markers themselves.
+the markers themselves. Two rules need no markers: a Markdown list item or table row that links to a removed
+file goes with it, and in Markdown the first example a project has stands in for the CNN (MAIN_EXAMPLE_PATHS).
 """
 
 import importlib.util
@@ -182,6 +183,9 @@ SUBSTITUTIONS = {
 # In the Markdown files a generated project keeps, the first example it has stands in for the CNN in commands and
 # paths shared by every example: text about the CNN itself sits between cnn markers, so it is gone when that differs.
 MAIN_EXAMPLE_PATHS = ("configs/{}.yaml", "configs/sweeps/{}.yaml", "logs/{}/")
+# A Markdown list item or table row, and the relative targets of its links.
+ENTRY = re.compile(r"^\s*([-*] |\|)")
+LINK_TARGET = re.compile(r"\]\((?!\w+://|#|mailto:)([^)\s]+)\)")
 
 # Files whose "#" starts a comment only at the beginning of a line: no end-of-line markers there.
 WHOLE_LINE_COMMENTS_ONLY = ("Dockerfile", ".dockerignore", ".gitignore")
@@ -297,16 +301,51 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
             text = text.replace(old, new.format(**answers))
         path.write_text(text)
     truth = truth_table(answers)
+    removed = set()
     for condition, paths in PATHS.items():
         if not evaluate(condition, truth, "PATHS"):
             for relative in paths:
                 remove(project_dir / relative)
+                removed.add((project_dir / relative).resolve())
     for path in sorted(project_dir.rglob("*")):
         if path.is_file():
             rewrite(path, project_dir, truth)
     for path in project_dir.rglob("*.md"):
+        drop_entries_linking(path, removed)
         name_main_example(path, main_example)
     tidy_python(project_dir)
+
+
+def drop_entries_linking(path: Path, removed: set[Path]) -> None:
+    """Drop the list items (with their indented continuation lines and sub-items) and table rows of a Markdown page
+    that link to a removed file: an entry about a part goes with the part, without markers."""
+    lines = path.read_text().splitlines(keepends=True)
+    kept, at = [], 0
+    while at < len(lines):
+        entry = ENTRY.match(lines[at])
+        end = at + 1
+        if entry and not entry[1].startswith("|"):
+            indent = len(lines[at]) - len(lines[at].lstrip())
+            while end < len(lines) and lines[end].strip() and len(lines[end]) - len(lines[end].lstrip()) > indent:
+                end += 1
+        own_end = at + 1  # the entry's own lines, before any sub-item, which is judged on its own
+        while own_end < end and not ENTRY.match(lines[own_end]):
+            own_end += 1
+        targets = [
+            (path.parent / target.split("#")[0]).resolve()
+            for line in lines[at:own_end]
+            for target in LINK_TARGET.findall(line)
+        ]
+        if entry and any(target in removed or removed_folder(target, removed) for target in targets):
+            at = end
+        else:
+            kept += lines[at:own_end]
+            at = own_end
+    path.write_text("".join(kept))
+
+
+def removed_folder(target: Path, removed: set[Path]) -> bool:
+    return any(folder in target.parents for folder in removed)
 
 
 def name_main_example(path: Path, main_example: str) -> None:

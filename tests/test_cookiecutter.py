@@ -17,7 +17,15 @@ from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
 from templating.build import OLD_COOKIECUTTER_DIR_NAME, TEMPLATE_DIR_NAME, export, project_files
-from templating.parts import CHOICES, PATHS, TemplateError, evaluate, keep_chosen_lines, truth_table
+from templating.parts import (
+    CHOICES,
+    PATHS,
+    TemplateError,
+    drop_entries_linking,
+    evaluate,
+    keep_chosen_lines,
+    truth_table,
+)
 from tests.helpers.runs import ROOT
 
 # Words that would betray a part left half-removed.
@@ -337,13 +345,31 @@ def markdown_problems(path: Path, project: Path) -> list[str]:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_generated_readme_and_docs_render_whole(variant, generated):
     project = generated(variant)
-    pages = [project / "README.md", *sorted((project / "docs").glob("*.md"))]
+    pages = [project / "README.md", *sorted((project / "docs").rglob("*.md"))]
     assert project / "docs" / "index.md" in pages and (project / "docs" / "strategies.md").is_file()
     problems = [problem for page in pages for problem in markdown_problems(page, project)]
     assert not problems, "\n".join(problems)
     index = (project / "docs" / "index.md").read_text()
-    unlinked = [page.name for page in pages[1:] if page.name != "index.md" and f"]({page.name})" not in index]
+    unlinked = [
+        page.name
+        for page in pages[1:]
+        if page.parent.name == "docs" and page.name != "index.md" and f"]({page.name})" not in index
+    ]
     assert not unlinked, f"docs/index.md does not link {unlinked}"
+
+
+def test_list_items_and_table_rows_linking_a_removed_file_go_with_it(tmp_path):
+    (tmp_path / "kept.md").write_text("kept")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "- [a](gone.md) with\n  its continuation\n  - [a sub-item](kept.md)\n- [b](kept.md)\n"
+        "  - [c](folder/x.md#part)\n  - [d](kept.md)\n| [row](gone.md) | 1 |\n| [row](kept.md) | 2 |\n"
+        "A sentence naming [gone](gone.md).\n"
+    )
+    drop_entries_linking(page, {(tmp_path / "gone.md").resolve(), (tmp_path / "folder").resolve()})
+    assert page.read_text() == (
+        "- [b](kept.md)\n  - [d](kept.md)\n| [row](kept.md) | 2 |\nA sentence naming [gone](gone.md).\n"
+    )
 
 
 def test_markdown_check_finds_the_faults_it_names(tmp_path):
