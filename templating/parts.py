@@ -43,6 +43,7 @@ PATHS = {
         "tests/test_bad_input_cnn.py",
         "tests/test_monitoring_cnn.py",
         "tests/test_ddp_cnn.py",
+        "tests/test_staged_resnet.py",
         "docs/examples/cnn.md",
     ],
     "cnn or mlp": [
@@ -125,7 +126,6 @@ PATHS = {
     "cnn and mlp": [
         "benchmarks/strategies.py",
         "tests/helpers/private_api/strategies_benchmark.py",
-        "tests/test_staged_resnet.py",
         "docs/performance/parallelism.md",
     ],
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py", "docs/performance/hosts.md"],

@@ -1,32 +1,10 @@
 """What each example logs with W&B offline, read back from the run directory W&B writes."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from tests.helpers.examples import artifacts, logged, media
-from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, run_cli, small_run_args
-
-WANDB_CONFIG = str(ROOT / "configs" / "logger" / "wandb.yaml")
-
-
-def wandb_run_args(config: str, log_dir: Path, shapes_root: Path, *extra: str) -> list[str]:
-    args = small_run_args(config, log_dir, shapes_root, *extra)
-    return (
-        args[:2]
-        + ["--config", WANDB_CONFIG]
-        + args[2:]
-        + ["--trainer.logger.init_args.group", "tests", "--trainer.logger.init_args.tags", "[offline, ci]"]
-    )
-
-
-def offline_runs(log_dir: Path):
-    from tests.helpers.wandb_records import read_offline_run
-
-    return [read_offline_run(run_dir) for run_dir in sorted(log_dir.rglob("offline-run-*")) if run_dir.is_dir()]
+from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli
+from tests.helpers.wandb_records import offline_runs, run_offline, wandb_run_args
 
 
 @pytest.fixture
@@ -66,15 +44,6 @@ def test_each_wandb_run_keeps_its_config_in_its_own_folder(tmp_path, shapes_root
     for parts in configs:
         assert parts[0] == "lightning-distributed-template", parts
         assert (tmp_path.joinpath(*parts).parent / "checkpoints" / "last.ckpt").is_file(), parts
-
-
-def run_offline(args: list[str]) -> str:
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout + result.stderr
 
 
 def test_ddp_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):

@@ -3,9 +3,9 @@
 import re
 
 import pytest
-from test_monitoring_wandb import offline_runs, run_offline, wandb_run_args
 
 from tests.helpers.runs import EXAMPLE_CONFIGS
+from tests.helpers.wandb_records import offline_runs, run_offline, wandb_run_args
 
 
 def test_dask_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):

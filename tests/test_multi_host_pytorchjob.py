@@ -25,7 +25,7 @@ def test_pytorchjob_pipeline_pods_on_separate_hosts_resume_after_an_exit_code_re
     there (the master pod gets MASTER_ADDR=localhost, a worker the master's service name) and a claim both mount at
     the logs directory. Killed mid-run and restarted as `restartPolicy: ExitCode` does, the job ends with the
     uninterrupted job's weights."""
-    from test_cluster_jobs import (
+    from tests.helpers.pytorchjobs import (
         generated_manifest,
         has_checkpoint,
         operator_env,

@@ -15,13 +15,21 @@ import pytest
 import torch
 import torch.distributed as dist
 from lightning.pytorch import Trainer
-from test_strategies import TOLERANCE, expect_user_error, logged
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_modules.mlp_classifier import MLPClassifier
 from strategies import PipelineStrategy
 from tests.helpers.runs import ROOT, run_cli
-from tests.helpers.strategy_runs import checkpoint, largest_difference, optimizer_tensors, run_ok
+from tests.helpers.strategy_runs import (
+    SCHEDULE_STAGES,
+    TOLERANCE,
+    checkpoint,
+    expect_user_error,
+    largest_difference,
+    logged,
+    optimizer_tensors,
+    run_ok,
+)
 
 SETTINGS = """
 trainer:
@@ -44,14 +52,6 @@ data:
     num_workers: 0
 """
 MODEL = {2: ["--model.init_args.hidden_sizes", "[32]"], 4: ["--model.init_args.hidden_sizes", "[32, 32, 32]"]}
-SCHEDULE_STAGES = {
-    "1F1B": 2,
-    "Interleaved1F1B": 4,
-    "LoopedBFS": 4,
-    "InterleavedZeroBubble": 4,
-    "ZBVZeroBubble": 4,
-    "DualPipeV": 4,
-}
 
 
 @pytest.fixture(scope="module")

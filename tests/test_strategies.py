@@ -21,17 +21,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.runs import ROOT, read_metrics, run_cli
+from tests.helpers.runs import ROOT, run_cli
 from tests.helpers.strategy_runs import (
+    TOLERANCE,
     checkpoint,
     checkpoint_path,
+    expect_user_error,
     largest_difference,
+    logged,
     optimizer_tensors,
     run_ok,
     run_processes,
 )
 
-TOLERANCE = 1e-5
 EPOCHS = 3
 
 RUN_SETTINGS = """
@@ -116,10 +118,6 @@ def runs(tmp_path_factory, settings) -> dict[str, Path]:
     )
     assert "GPipe, 8 micro-batches per batch" in output, "the short name's option did not reach the strategy"
     return logs
-
-
-def logged(log_dir: Path, key: str) -> list[float]:
-    return [float(row[key]) for row in read_metrics(log_dir) if row.get(key)]
 
 
 @pytest.mark.parametrize("strategy", ["layer_split", "ddp", "pipeline"])
@@ -247,13 +245,6 @@ def test_pipeline_test_metrics_equal_single_device_on_the_same_checkpoint(runs, 
     )
     for key in ("test/loss", "test/acc", "test/acc_top5", "test/confidence"):
         assert logged(tmp_path / "pipeline", key) == pytest.approx(logged(tmp_path / "single", key), abs=TOLERANCE), key
-
-
-def expect_user_error(capsys, args: list[str], message: str) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli("fit", args)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
 
 
 def test_layer_split_refuses_more_stages_than_devices(capsys, settings, tmp_path):

@@ -10,7 +10,19 @@ import pytest
 import torch
 
 from tests.helpers import ROOT
-from tests.helpers.runs import LAUNCHER_VARIABLES
+from tests.helpers.runs import LAUNCHER_VARIABLES, read_metrics, run_cli
+
+# How close a strategy's results must be to one device's (float sums in another order).
+TOLERANCE = 1e-5
+# Stages each multi-stage schedule runs a model in, on two processes (two per process where it interleaves).
+SCHEDULE_STAGES = {
+    "1F1B": 2,
+    "Interleaved1F1B": 4,
+    "LoopedBFS": 4,
+    "InterleavedZeroBubble": 4,
+    "ZBVZeroBubble": 4,
+    "DualPipeV": 4,
+}
 
 
 def run_processes(subcommand: str, args: list[str], timeout: float = 240, cwd: Path = ROOT) -> tuple[int, str]:
@@ -71,3 +83,14 @@ def optimizer_tensors(state: dict) -> dict[str, torch.Tensor]:
         for name, value in entry.items()
         if torch.is_tensor(value)
     }
+
+
+def expect_user_error(capsys, args: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def logged(log_dir: Path, key: str) -> list[float]:
+    return [float(row[key]) for row in read_metrics(log_dir) if row.get(key)]

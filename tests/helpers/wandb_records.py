@@ -1,4 +1,5 @@
-"""Reads the records of an offline W&B run file (`run-*.wandb`), so tests can check what was logged.
+"""Offline W&B runs for the tests: the shrunk runs that make them, and the records of their run files
+(`run-*.wandb`), read back so tests can check what was logged.
 
 The file is a LevelDB-style log: a 7-byte header, then 32 KiB blocks of chunks, each with a
 4-byte checksum, a 2-byte length, a 1-byte type (full, first, middle, last) and a piece of a
@@ -6,12 +7,17 @@ serialised `wandb_internal_pb2.Record`.
 """
 
 import json
+import os
 import struct
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from wandb.proto import wandb_internal_pb2
+
+from tests.helpers.runs import ROOT, small_run_args
 
 HEADER_SIZE, BLOCK_SIZE, CHUNK_HEADER_SIZE = 7, 32768, 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
@@ -81,3 +87,29 @@ def read_offline_run(run_dir: Path, timeout_s: float = 60) -> OfflineRun:
         elif kind == "artifact":
             run.artifacts.append((record.artifact.name, record.artifact.type))
     return run
+
+
+WANDB_CONFIG = str(ROOT / "configs" / "logger" / "wandb.yaml")
+
+
+def wandb_run_args(config: str, log_dir: Path, shapes_root: Path, *extra: str) -> list[str]:
+    args = small_run_args(config, log_dir, shapes_root, *extra)
+    return (
+        args[:2]
+        + ["--config", WANDB_CONFIG]
+        + args[2:]
+        + ["--trainer.logger.init_args.group", "tests", "--trainer.logger.init_args.tags", "[offline, ci]"]
+    )
+
+
+def offline_runs(log_dir: Path):
+    return [read_offline_run(run_dir) for run_dir in sorted(log_dir.rglob("offline-run-*")) if run_dir.is_dir()]
+
+
+def run_offline(args: list[str]) -> str:
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout + result.stderr
