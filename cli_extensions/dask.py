@@ -2,7 +2,7 @@
 
 import yaml
 
-from launchers import DaskOptions, dask_requested
+from launchers.dask import DaskOptions, dask_requested
 
 
 def add_arguments(parser) -> None:
@@ -20,7 +20,7 @@ def run_elsewhere(cli, job) -> bool:
     """
     if cli.subcommand is None or not dask_requested(cli.config[cli.subcommand].dask):
         return False
-    from launchers.dask_launcher import launch
+    from launchers.dask.launch import launch
 
     resolved = yaml.safe_load(cli.parser.dump(cli.config, skip_unset=False))[cli.subcommand]
     launch(job, cli.subcommand, resolved)

@@ -6,7 +6,6 @@ version directory in it is searched, and the resumed run is pointed at that vers
 """
 
 import logging
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,22 +14,12 @@ import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from errors import UserInputError, one_line
-from logger_extensions import run_folders
 from resume.checkpoint import LAST_NAME, PREVIOUS_NAME
 from resume.csv_logger import drop_rows_from_step
-from resume.run_directory import METRICS_FILE, VERSION_DIR
+from resume.run_directory import METRICS_FILE, RUN_FOLDERS, VERSION_DIR, experiment_name, first_logger, logger_class
 
 log = logging.getLogger(__name__)
 
-# Loggers whose runs live in save_dir/<experiment>/<run>, as Lightning's ModelCheckpoint places them: the init
-# argument naming the experiment (its fallback environment variable), and the one naming the run, which a resumed
-# run is given so that the logger continues that run.
-RUN_FOLDERS = {
-    "CSVLogger": ("name", None, "version"),
-    "ContinuingCSVLogger": ("name", None, "version"),
-    "TensorBoardLogger": ("name", None, "version"),
-    **run_folders(),
-}
 PREFERRED = (LAST_NAME, PREVIOUS_NAME)
 
 
@@ -98,13 +87,6 @@ def first_usable(candidates: list[Path]) -> tuple[Path, dict] | None:
     return None
 
 
-def _first_logger(trainer_config):
-    logger = trainer_config.get("logger")
-    if isinstance(logger, list):
-        logger = logger[0] if logger else None
-    return logger
-
-
 def _checkpoint_dirpath(trainer_config) -> str | None:
     for callback in trainer_config.get("callbacks") or []:
         init_args = getattr(callback, "init_args", None)
@@ -125,10 +107,11 @@ def find_resume_point(trainer_config, checkpoint_root: str | None = None) -> Res
     """
     if dirpath := _checkpoint_dirpath(trainer_config):
         return _in_directory(Path(dirpath), run_dir=None)
-    logger = _first_logger(trainer_config)
+    logger = first_logger(trainer_config)
     if not logger:
         return _in_directory(Path(trainer_config.get("default_root_dir") or ".") / "checkpoints", run_dir=None)
-    name = _experiment_name(logger)
+    _run_folders(logger)  # a logger without experiment folders cannot be searched
+    name = experiment_name(logger)
     experiment = Path(logger.init_args.get("save_dir") or ".") / name
     checkpoints = Path(checkpoint_root) / name if checkpoint_root is not None else experiment
     runs = [path for path in checkpoints.iterdir() if path.is_dir()] if checkpoints.is_dir() else []
@@ -141,25 +124,14 @@ def find_resume_point(trainer_config, checkpoint_root: str | None = None) -> Res
     return None
 
 
-def _logger_class(logger) -> str:
-    return logger.class_path.rsplit(".", 1)[-1] if hasattr(logger, "class_path") else ""
-
-
 def _run_folders(logger) -> tuple[str, str | None, str]:
-    class_name = _logger_class(logger)
+    class_name = logger_class(logger)
     if class_name not in RUN_FOLDERS:
         raise UserInputError(
             f"--ckpt_path last finds runs of {', '.join(RUN_FOLDERS)}, not of {class_name or logger}; "
             "pass a checkpoint path"
         )
     return RUN_FOLDERS[class_name]
-
-
-def _experiment_name(logger) -> str:
-    """The folder between save_dir and the run folders."""
-    argument, environment_variable, _ = _run_folders(logger)
-    fallback = os.environ.get(environment_variable, "lightning_logs") if environment_variable else "lightning_logs"
-    return logger.init_args.get(argument) or fallback
 
 
 def _continue_run(logger, run_dir: Path) -> None:
@@ -198,7 +170,7 @@ def resolve_last(config, checkpoint_root: str | None = None) -> None:
         return
     config.ckpt_path = str(point.checkpoint)
     if point.run_dir is not None:
-        _continue_run(_first_logger(config.trainer), point.run_dir)
+        _continue_run(first_logger(config.trainer), point.run_dir)
         if rank_zero_only.rank == 0:
             drop_rows_from_step(point.run_dir / METRICS_FILE, point.logged_steps)
     say(f"continuing from {point.checkpoint} (step {point.global_step})")

@@ -5,19 +5,28 @@ One owner for these names, so that `--ckpt_path last`, the config writer, the me
 copy a run directory agree on them.
 """
 
+import os
 import re
 from pathlib import Path
 
 import yaml
 from lightning.pytorch import Trainer
 
+from logger_extensions import run_folders
+
 __all__ = [
     "CONFIG_FILE",
     "METRICS_FILE",
+    "RUN_FOLDERS",
     "VERSION_DIR",
     "config_file_to_write",
+    "experiment_name",
+    "first_logger",
+    "logger_class",
     "next_version",
+    "output_root",
     "run_directory",
+    "run_folder",
     "unused_config_name",
 ]
 
@@ -28,6 +37,55 @@ VERSION_DIR = re.compile(r"version_(\d+)")
 SAVED_CONFIG = re.compile(r"config(\.resumed-\d+)?\.yaml")
 # Init arguments that name a logger's run; a resumed run is pointed at its run through them.
 RUN_NAMING_ARGUMENTS = ("version", "id")
+# Loggers whose runs live in save_dir/<experiment>/<run>, as Lightning's ModelCheckpoint places them: the init
+# argument naming the experiment (its fallback environment variable), and the one naming the run, which a resumed
+# run is given so that the logger continues that run.
+RUN_FOLDERS = {
+    "CSVLogger": ("name", None, "version"),
+    "ContinuingCSVLogger": ("name", None, "version"),
+    "TensorBoardLogger": ("name", None, "version"),
+    **run_folders(),
+}
+
+
+# The trainer config's logger section, as jsonargparse parses it or as plain data (a launcher's resolved config):
+# these read both.
+def first_logger(trainer_config):
+    """The first configured logger ({class_path, init_args}), or None."""
+    logger = trainer_config.get("logger")
+    if isinstance(logger, list):
+        logger = logger[0] if logger else None
+    return logger if logger and not isinstance(logger, bool) else None
+
+
+def logger_class(logger) -> str:
+    return (logger.get("class_path") or "").rsplit(".", 1)[-1]
+
+
+def experiment_name(logger) -> str:
+    """The folder between save_dir and the run folders."""
+    argument, environment_variable, _ = RUN_FOLDERS.get(logger_class(logger), ("name", None, "version"))
+    fallback = os.environ.get(environment_variable, "lightning_logs") if environment_variable else "lightning_logs"
+    return (logger.get("init_args") or {}).get(argument) or fallback
+
+
+def output_root(trainer_config) -> Path:
+    """Where the run's files go on this machine: the first logger's save_dir, else the trainer's root directory."""
+    loggers = trainer_config.get("logger")
+    for logger in loggers if isinstance(loggers, list) else [loggers]:
+        if logger and not isinstance(logger, bool) and (logger.get("init_args") or {}).get("save_dir"):
+            return Path(logger["init_args"]["save_dir"])
+    return Path(trainer_config.get("default_root_dir") or ".")
+
+
+def run_folder(trainer_config) -> Path:
+    """The run's folder relative to output_root (`<experiment>/<run>`), once its run is named."""
+    logger = first_logger(trainer_config)
+    if logger is None:
+        return Path()
+    *_, run_argument = RUN_FOLDERS.get(logger_class(logger), ("name", None, "version"))
+    run = (logger.get("init_args") or {}).get(run_argument)
+    return Path(experiment_name(logger)) / (f"version_{run}" if run_argument == "version" else str(run))
 
 
 def run_directory(trainer: Trainer) -> Path:

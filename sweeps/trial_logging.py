@@ -2,8 +2,9 @@
 for a logger that groups runs (one with a `group` argument) one run per trial in a group named after the study.
 
 `--ckpt_path last` finds a trial's checkpoints in its logger's experiment folder `save_dir/<experiment>`
-(resume/latest.py RUN_FOLDERS), so each trial needs an experiment folder of its own: a logger whose experiment is its
-`name` gets the trial's name; one whose experiment is named otherwise (a project) gets the trial's folder as save_dir.
+(resume/run_directory.py RUN_FOLDERS), so each trial needs an experiment folder of its own: a logger whose experiment
+is its `name` gets the trial's name; one whose experiment is named otherwise (a project) gets the trial's folder as
+save_dir.
 """
 
 import os
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errors import UserInputError
-from resume.latest import RUN_FOLDERS
+from resume.run_directory import RUN_FOLDERS
 
 LOGGER_OPTION = "--trainer.logger.init_args"
 

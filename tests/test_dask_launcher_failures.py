@@ -147,7 +147,7 @@ def test_a_scheduler_without_the_project_stops_the_job_with_the_missing_module(t
 def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_path, capsys, caplog):
     from distributed import LocalCluster
 
-    caplog.set_level(logging.INFO, logger="launchers.dask_launcher")
+    caplog.set_level(logging.INFO, logger="launchers.dask")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         address = ["--dask.address", cluster.scheduler_address]
         missing = tmp_path / "missing.txt"

@@ -1,0 +1,47 @@
+"""The Dask launcher: the same cli.py run as DDP over the workers of a Dask cluster, one rank per worker.
+
+One module per concern: `launch` (the attempts and restarts), `cluster` (connecting, choosing workers), `ranks`
+(what each rank runs, watching and stopping them), `failures` (one line per failed rank), `run_files` (the run
+directory on the client), `worker` (what runs inside each Dask worker). cli.py imports this package on every start
+for the `dask` options, so it stays light: Dask itself is imported only by those modules, when a run asks for it.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass
+class DaskOptions:
+    """Train with DDP across the workers of a Dask cluster, one rank per worker (needs the `dask` extra).
+
+    Args:
+        n_workers: Start an embedded LocalCluster with this many worker processes. With `address`,
+            use only this many of the existing cluster's workers (by default all of them).
+        address: Scheduler address of an existing cluster, e.g. tcp://HOST:8786.
+        workers: With `address`, run on exactly these workers, named as `dask worker --name` named them (or by
+            address); rank i on the i-th. Jobs sharing a cluster, such as a sweep's concurrent trials, each take
+            their own. A worker its nanny restarts keeps its name, so a restarted job finds it again.
+        restart: Restart the cluster's workers before the run, which clears their memory.
+        max_restarts: How often a failed run starts all ranks again from the last checkpoint: a dead worker, a
+            timed-out collective, any error but bad input. Default 3 on an existing cluster, where losing a
+            machine is routine, and 1 on an embedded one, where a rank dies mostly of a bug or of memory that
+            a second try repeats.
+        min_workers: On an existing cluster, restart with as few as this many ranks when fewer healthy workers
+            than ranks remain (each rank keeps its batch size and the learning rate, so the global batch
+            shrinks). By default a restart needs as many workers as the run started with.
+        checkpoint_dir: A directory that every worker and this client can read (a shared or network filesystem):
+            the checkpoints are written there, in the run's own folder (`<experiment>/<run>/checkpoints`), and
+            restarted or resumed ranks read them from there, instead of rank 0 sending each one to this client.
+    """
+
+    n_workers: int | None = None
+    address: str | None = None
+    workers: list[str] | None = None
+    restart: bool = False
+    max_restarts: int | None = None
+    min_workers: int | None = None
+    checkpoint_dir: str | None = None
+
+
+def dask_requested(options) -> bool:
+    """Whether the parsed `dask` section (a Namespace or a DaskOptions) asks for a Dask launch."""
+    return options is not None and (options.n_workers is not None or options.address is not None)
