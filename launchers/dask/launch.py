@@ -174,7 +174,6 @@ def run_attempt(
     config = rank_run_config(resolved, strategy, len(workers), topic, receiver.queue_name, receiver.shared_dir)
     if isinstance(checkpoint, str):  # in the shared checkpoint directory, which the ranks read themselves
         config["ckpt_path"], checkpoint = checkpoint, None
-    rank_config = yaml.safe_dump(config, sort_keys=False)
     shipped_checkpoint = client.scatter(checkpoint, broadcast=True) if checkpoint is not None else None
     stop_event = f"{topic}-stop"
     futures = [
@@ -182,7 +181,7 @@ def run_attempt(
             run_rank,
             job_reference(job),
             subcommand,
-            rank_config,
+            config,
             rank,
             len(workers),
             main_address,

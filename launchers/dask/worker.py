@@ -6,6 +6,7 @@ sends its epoch metrics to the client while it trains and returns its run direct
 nothing relies on a filesystem shared with the client.
 """
 
+import copy
 import importlib
 import multiprocessing
 import os
@@ -230,7 +231,7 @@ def resolve_job(reference: str) -> Callable[[list[str]], None]:
 def run_rank(
     job: str,
     subcommand: str,
-    config_yaml: str,
+    resolved: dict,
     rank: int,
     world_size: int,
     main_address: str,
@@ -240,8 +241,8 @@ def run_rank(
     checkpoint_queue: str | None = None,
     stream_checkpoints: bool = True,
 ) -> dict:
-    """Run `job` (a `job_reference`) as global rank `rank`; returns {"preempted": bool}, and rank 0 its run directory as
-    "run_dir", "files".
+    """Run `job` (a `job_reference`) on `resolved` (the client's config, sent as data) as global rank `rank`; returns
+    {"preempted": bool}, and rank 0 its run directory as "run_dir", "files".
 
     A stop request (SIGTERM or SIGINT to this worker process, or the client setting the Dask event `stop_event`)
     makes every rank checkpoint at its next step and return with "preempted" set.
@@ -257,7 +258,7 @@ def run_rank(
 
     run_job = resolve_job(job)
     with tempfile.TemporaryDirectory(prefix=f"dask-rank{rank}-") as workdir:
-        config = yaml.safe_load(config_yaml)
+        config = copy.deepcopy(resolved)  # the client's config as data; this rank's changes stay its own
         output_root = Path(workdir) / OUTPUT_ROOT
         write_outputs_under(config, output_root)
         if checkpoint_queue is not None and stream_checkpoints and rank == 0:
