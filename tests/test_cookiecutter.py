@@ -39,11 +39,12 @@ TRACES = {
     # Generated projects name cookiecutter only to update from the template (.template/, the dev extra).
     "template": ["cookiecutter.json", "cookiecutter: ", "templating", "post_gen_project"],
 }
-NO_PARTS = {"dask": "no", "wandb": "no", "kubernetes": "no"}
+NO_PARTS = {"dask": "no", "wandb": "no", "kubernetes": "no", "sweep": "no"}
 VARIANTS = {
     "everything": {},
     "cnn_alone": {"lstm": "no", "mlp": "no", **NO_PARTS},
     "lstm_alone": {"cnn": "no", "mlp": "no", **NO_PARTS},
+    "mlp_alone": {"cnn": "no", "lstm": "no", **NO_PARTS},
     "mlp_with_every_part": {"cnn": "no", "lstm": "no"},
     "cnn_and_lstm_with_dask": {"mlp": "no", "wandb": "no", "kubernetes": "no"},
 }
@@ -161,9 +162,7 @@ def test_generated_project_keeps_only_what_was_chosen(variant, generated):
     traces += [
         Path(relative).with_suffix("").as_posix().replace("/", ".") for relative in removed if relative.endswith(".py")
     ]
-    traces += [
-        Path(relative).name for relative in removed if not relative.endswith(".py") and "." in Path(relative).name
-    ]
+    traces += [relative for relative in removed if not relative.endswith(".py") and "." in Path(relative).name]
     for path, text in text_files(project):
         lowered = text.lower()
         found = [word for word in traces if word.lower() in lowered]

@@ -35,14 +35,14 @@ from tests.helpers.runs import ROOT
 
 @requires_hosts
 def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
-    """Here MASTER_ADDR names a host as torchrun, the operator or the Dask launcher would set it."""
+    """Here MASTER_ADDR names a host as a launcher would set it."""
     cases = {
         "another host by name": {"MASTER_ADDR": "h1", "WORLD_SIZE": "2"},
         "this host by its address": {"MASTER_ADDR": "198.18.0.2", "WORLD_SIZE": "2"},
         "this host by its name, which resolves to loopback": {"MASTER_ADDR": "h2", "WORLD_SIZE": "2"},
         "this host by name, every rank on it": {"MASTER_ADDR": "h2", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
         "loopback": {"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2"},
-        "localhost, as the Kubeflow operator sets on the master": {"MASTER_ADDR": "localhost", "WORLD_SIZE": "2"},
+        "localhost, as a cluster operator sets on the master pod": {"MASTER_ADDR": "localhost", "WORLD_SIZE": "2"},
         "localhost, every rank here": {"MASTER_ADDR": "localhost", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
         "an unknown host": {"MASTER_ADDR": "no-such-host.invalid", "WORLD_SIZE": "2"},
     }
@@ -60,7 +60,7 @@ def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
         "this host by its name, which resolves to loopback": "eth0",
         "this host by name, every rank on it": None,
         "loopback": None,
-        "localhost, as the Kubeflow operator sets on the master": "eth0",
+        "localhost, as a cluster operator sets on the master pod": "eth0",
         "localhost, every rank here": None,
         "an unknown host": None,
     }
