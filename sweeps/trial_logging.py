@@ -7,12 +7,11 @@ is its `name` gets the trial's name; one whose experiment is named otherwise (a 
 save_dir.
 """
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from errors import UserInputError
-from resume.run_directory import RUN_FOLDERS
+from resume.run_directory import RUN_FOLDERS, experiment_name, first_logger, logger_class
 
 LOGGER_OPTION = "--trainer.logger.init_args"
 
@@ -39,14 +38,16 @@ class TrialLogging:
 
 def trial_logging(base: dict) -> TrialLogging:
     """How the trials of a sweep over the resolved config `base` log, or a one-line error for another logger."""
-    logger = base.get("trainer", {}).get("logger")
-    class_name = logger.get("class_path", "").rsplit(".", 1)[-1] if isinstance(logger, dict) else ""
+    configured = base.get("trainer", {}).get("logger")
+    logger = first_logger(base.get("trainer", {}))
+    class_name = logger_class(logger) if isinstance(logger, dict) else ""
     if class_name not in RUN_FOLDERS:
         raise UserInputError(
             f"a sweep needs trainer.logger to be one of {', '.join(RUN_FOLDERS)} (each trial logs and "
-            f"checkpoints in its own folder of it), not {class_name or logger}"
+            f"checkpoints in its own folder of it), not {class_name or configured}"
         )
-    experiment_argument, environment_variable, _ = RUN_FOLDERS[class_name]
-    init_args = logger.get("init_args", {})
-    default_name = init_args.get(experiment_argument) or os.environ.get(environment_variable or "", "lightning_logs")
-    return TrialLogging(init_args.get("save_dir") or "logs", default_name, experiment_argument, "group" in init_args)
+    experiment_argument, _, _ = RUN_FOLDERS[class_name]
+    init_args = logger.get("init_args") or {}
+    return TrialLogging(
+        init_args.get("save_dir") or "logs", experiment_name(logger), experiment_argument, "group" in init_args
+    )
