@@ -8,10 +8,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from tests.helpers.hosts import EmulatedHosts, Host, requires_hosts
+from tests.helpers.hosts import EmulatedHosts, Host
 from tests.helpers.installed import installed_python
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, read_metrics, small_run_args
 
 SCHEDULER_PORT = 8786
@@ -59,8 +58,7 @@ def client_environment(host: Host, role: str, **settings: str) -> dict[str, str]
     )
 
 
-@requires_hosts
-@pytest.mark.skipif(OPENSSL is None, reason="the test makes its certificates with the openssl command")
+@run_if(executables=("openssl",), emulated_hosts=True)
 def test_job_on_an_existing_cluster_over_tls_across_hosts(tmp_path):
     python = installed_python()
     with EmulatedHosts(3) as hosts:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT
-from tests.helpers.hosts import NETNS_CONFIG, EmulatedHosts, remove_leftovers, requires_hosts
+from tests.helpers.hosts import NETNS_CONFIG, EmulatedHosts, remove_leftovers
+from tests.helpers.run_if import run_if
 
 LISTEN = textwrap.dedent(
     """
@@ -42,7 +43,7 @@ def namespaces() -> set[str]:
     return {line.split()[0] for line in listed.splitlines() if line}
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_hosts_reach_each_other_by_address_and_name():
     with EmulatedHosts(3) as hosts:
         first, second, third = hosts
@@ -65,7 +66,7 @@ def test_hosts_reach_each_other_by_address_and_name():
     assert socket.gethostname() not in {"h1", "h2", "h3"}  # this machine's name is untouched
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_nothing_but_the_hosts_is_routable():
     with EmulatedHosts(2) as hosts:
         routes = hosts[0].run(["ip", "-4", "route"]).stdout.strip()
@@ -76,7 +77,7 @@ def test_nothing_but_the_hosts_is_routable():
         assert "198.18." not in this_machine  # the bridge and the hosts' links live in namespaces of their own
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_teardown_leaves_nothing_even_after_an_error():
     with pytest.raises(RuntimeError), EmulatedHosts(2) as hosts:
         sleeper = hosts[1].popen(["sleep", "300"])
@@ -89,7 +90,7 @@ def test_teardown_leaves_nothing_even_after_an_error():
     assert not hosts.root.exists()
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_a_killed_harness_is_cleaned_up_by_the_next():
     script = (
         "import os, signal, sys\n"

@@ -3,6 +3,7 @@
 import pytest
 
 from tests.helpers.examples import artifacts, logged, media
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli
 from tests.helpers.wandb_records import offline_runs, run_offline, wandb_run_args
 
@@ -46,8 +47,8 @@ def test_each_wandb_run_keeps_its_config_in_its_own_folder(tmp_path, shapes_root
         assert (tmp_path.joinpath(*parts).parent / "checkpoints" / "last.ckpt").is_file(), parts
 
 
+@run_if(packages=("wandb",))
 def test_ddp_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
-    pytest.importorskip("wandb")
     run_offline(
         wandb_run_args(
             EXAMPLE_CONFIGS[-1],

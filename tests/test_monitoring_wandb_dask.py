@@ -2,24 +2,21 @@
 
 import re
 
-import pytest
-
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import EXAMPLE_CONFIGS
 from tests.helpers.wandb_records import offline_runs, run_offline, wandb_run_args
 
 
+@run_if(packages=("wandb", "distributed"))
 def test_dask_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
-    pytest.importorskip("wandb")
-    pytest.importorskip("distributed")
     run_offline(wandb_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root, "--dask.n_workers", "2"))
     (run,) = offline_runs(tmp_path)
     assert len(run.values("train/loss")) == 3, "rank 0 logs every step once"
 
 
+@run_if(packages=("wandb", "distributed"))
 def test_dask_restart_continues_the_jobs_wandb_run(tmp_path, shapes_root):
     """Rank 1 is killed after step 2; the restarted ranks log into the W&B run the job pinned before its first try."""
-    pytest.importorskip("wandb")
-    pytest.importorskip("distributed")
     kill = [
         "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
         "--trainer.callbacks.init_args.step=2",

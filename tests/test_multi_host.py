@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from tests.helpers.hosts import EmulatedHosts, Host, requires_hosts
+from tests.helpers.hosts import EmulatedHosts, Host
 from tests.helpers.installed import installed_python
 from tests.helpers.multi_host_runs import (
     DDP_TIMEOUT,
@@ -30,10 +30,11 @@ from tests.helpers.multi_host_runs import (
     one_host_losses,
     torchrun,
 )
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
     """Here MASTER_ADDR names a host as a launcher would set it."""
     cases = {
@@ -66,7 +67,7 @@ def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
     }
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_torchrun_on_two_hosts_matches_one_host():
     python = installed_python()
     with EmulatedHosts(2) as hosts:
@@ -110,7 +111,7 @@ def elastic_torchrun(host: Host, first: Host, claim: Path) -> subprocess.Popen:
     return host.popen(command + job_args(host) + ranks + ["--ckpt_path", "last"], env=env, stdout=log, stderr=log)
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_elastic_torchrun_loses_a_host_and_ends_with_the_uninterrupted_weights():
     """Once the job holds a checkpoint, every process of the second machine (agent and worker) is killed and its
     agent started again, as a replaced machine would; the first machine's agent restarts its worker, both resume from
@@ -159,7 +160,7 @@ def test_torchrun_restarts_across_machines_sharing_the_agents_store_stop_with_th
     ]
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_ranks_that_cannot_connect_say_where_they_listened_within_the_timeout():
     """GLOO_SOCKET_IFNAME is the user's to set: set to loopback, as gloo would choose itself, the ranks fail."""
     python = installed_python()

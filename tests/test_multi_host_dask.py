@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from tests.helpers.hosts import EmulatedHosts, requires_hosts
+from tests.helpers.hosts import EmulatedHosts
 from tests.helpers.installed import installed_python
 from tests.helpers.multi_host_runs import (
     RUN_TIMEOUT_S,
@@ -20,10 +20,11 @@ from tests.helpers.multi_host_runs import (
     losses,
     one_host_losses,
 )
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 @pytest.mark.slow  # CI budget: the lost-host test below runs the same hosts, started as the docs say, and more
 def test_dask_scheduler_and_client_on_one_host_workers_on_two_others():
     python = installed_python()
@@ -61,7 +62,7 @@ def test_dask_scheduler_and_client_on_one_host_workers_on_two_others():
             assert not (host.workdir / "logs").exists()  # results come back to the client's host only
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_dask_pipeline_across_hosts_loses_a_host_and_ends_with_the_uninterrupted_weights():
     """Pipeline stages on two worker hosts; once the client holds a checkpoint, every process of one worker host
     (worker and nanny) is killed and a worker started there again, as systemd (`Restart=always`) would; the client

@@ -9,17 +9,18 @@ from pathlib import Path
 
 import torch
 
-from tests.helpers.hosts import EmulatedHosts, requires_hosts
+from tests.helpers.hosts import EmulatedHosts
 from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
 from tests.helpers.multi_host_runs import (
     RENDEZVOUS_PORT,
     final_weights,
     finished,
 )
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, small_run_args
 
 
-@requires_hosts
+@run_if(emulated_hosts=True)
 def test_pytorchjob_pipeline_pods_on_separate_hosts_resume_after_an_exit_code_restart(tmp_path):
     """The generated manifest's pods, pipeline stages on separate hosts, with the variables the training operator sets
     there (the master pod gets MASTER_ADDR=localhost, a worker the master's service name) and a claim both mount at

@@ -19,8 +19,8 @@ magnitude, which turns a 1e-9 rounding difference in a near-zero gradient into a
 from pathlib import Path
 
 import pytest
-import torch
 
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, run_cli
 from tests.helpers.strategy_runs import (
     TOLERANCE,
@@ -261,7 +261,7 @@ def test_layer_split_refuses_more_stages_than_devices(capsys, settings, tmp_path
     expect_user_error(capsys, args, "layer_split got 2 device(s) ['cpu', 'cpu'] for a model with 3 stages")
 
 
-@pytest.mark.skipif(torch.cuda.device_count() > 1, reason="cuda:1 exists here")
+@run_if(max_cuda_devices=1)
 def test_layer_split_refuses_a_device_that_does_not_exist(capsys, settings, tmp_path):
     args = mlp_args(
         settings,

@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 import optuna
-import pytest
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, small_run_args
 
-pytest.importorskip("wandb")
+pytestmark = run_if(packages=("wandb",))
 
 WANDB_CONFIG = str(ROOT / "configs" / "logger" / "wandb.yaml")
 PROJECT = "sweep-tests"

@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 PREFIX = "ldthost"
 SUBNET = "198.18.0"  # a /24 in the benchmarking range, reserved for tests like this one (RFC 2544)
 NETNS_CONFIG = Path("/etc/netns")  # `ip netns exec NS` bind-mounts /etc/netns/NS/* over /etc/*
@@ -36,7 +34,7 @@ SELF_ADDRESS = "127.0.1.1"
 COMMAND_TIMEOUT_S = 30
 IP = shutil.which("ip") or "/usr/sbin/ip"
 
-__all__ = ["EmulatedHosts", "Host", "hosts_unavailable", "remove_leftovers", "requires_hosts"]
+__all__ = ["EmulatedHosts", "Host", "hosts_unavailable", "remove_leftovers"]
 
 
 @functools.cache
@@ -56,12 +54,6 @@ def hosts_unavailable() -> str | None:
     finally:
         subprocess.run([IP, "netns", "delete", probe], capture_output=True)
     return None
-
-
-def requires_hosts(test):
-    """Skip `test`, saying why, where emulated hosts cannot be made."""
-    reason = hosts_unavailable()
-    return pytest.mark.skipif(reason is not None, reason=reason or "")(test)
 
 
 @dataclass
