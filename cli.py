@@ -1,8 +1,8 @@
 """Train, validate, test or predict with any example: `python cli.py fit --config configs/EXAMPLE.yaml`.
 
 Every run, on a laptop or a cluster, goes through this LightningCLI; strategies and
-launchers only change how many processes run it and where. Optional parts add their options,
-or run the job elsewhere, through their module in cli_extensions/.
+launchers only change how many processes run it and where. The machinery lives in `trainrig/`;
+optional parts add their options, or run the job elsewhere, through their plugin (trainrig/registry.py).
 """
 
 import gc
@@ -11,31 +11,28 @@ import logging
 import signal
 import sys
 import warnings
-from pathlib import Path
 
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-from callbacks.config_to_loggers import SaveConfigToLoggers
-from callbacks.model_summary import without_empty_flops
-from cli_extensions import hooks
-from cluster_network import RanksCannotConnect, rendezvous_network
 from datamodules import model_arguments
-from errors import UserInputError, find_user_error, lost_peer, one_line
-from errors.options import ShortErrorParser
-from resume.atomic_io import AtomicCheckpointIO
-from resume.epoch_metrics import EpochMetrics
-from resume.latest import check_fits, resolve_last
-from resume.moved_checkpoints import MovedCheckpoints
-from resume.random_state import RandomState
-from resume.replaced_settings import ReplacedSettings
-from resume.torchrun_restarts import separate_restart_attempts
-from strategy_flag import with_class_paths
+from trainrig.errors import UserInputError, find_user_error, lost_peer, one_line
+from trainrig.errors.options import ShortErrorParser
+from trainrig.loggers.model_summary import without_empty_flops
+from trainrig.loggers.run_config import SaveConfigToLoggers
+from trainrig.network import RanksCannotConnect, rendezvous_network
+from trainrig.registry import hooks
+from trainrig.resume.atomic_io import AtomicCheckpointIO
+from trainrig.resume.epoch_metrics import EpochMetrics
+from trainrig.resume.latest import check_checkpoint_exists, check_fits, resolve_last
+from trainrig.resume.moved_checkpoints import MovedCheckpoints
+from trainrig.resume.random_state import RandomState
+from trainrig.resume.replaced_settings import ReplacedSettings
+from trainrig.resume.torchrun_restarts import separate_restart_attempts
+from trainrig.strategies.flag import with_class_paths
 
 LOST_PEER_EXIT_CODE = 128 + signal.SIGABRT
-# `--ckpt_path` values Lightning resolves itself rather than opening a file of that name.
-CHECKPOINT_KEYWORDS = ("last", "best", "hpc", "registry")
 
 # Values only the datamodule knows (each datamodule's `model_arguments`), handed to the model when both are built.
 # A link whose target the chosen model lacks is skipped, so one list serves every example.
@@ -116,14 +113,6 @@ class TemplateCLI(LightningCLI):
             self.subcommand = None
             return
         super().instantiate_classes()
-
-
-def check_checkpoint_exists(ckpt_path: str | None) -> None:
-    """A checkpoint path naming nothing fails before any data is prepared, not in Lightning's traceback after."""
-    if ckpt_path is None or ckpt_path in CHECKPOINT_KEYWORDS or ckpt_path.startswith("registry:") or "://" in ckpt_path:
-        return
-    if not Path(ckpt_path).exists():
-        raise UserInputError(f"checkpoint {ckpt_path} does not exist; set --ckpt_path to a saved .ckpt file")
 
 
 def run(args: list[str] | None = None) -> None:

@@ -12,8 +12,8 @@ import sys
 import yaml
 from jsonargparse import ArgumentParser
 
-from errors import UserInputError, one_line
-from sweeps.placements import options_class
+from trainrig.errors import UserInputError, one_line
+from trainrig.sweeps.placements import options_class
 
 # The sweep section's options (with those of the parts the project has).
 SweepOptions = options_class()
@@ -59,7 +59,7 @@ def main(arguments: list[str] | None = None) -> None:
     if PRINT_CONFIG in arguments:
         print(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False), end="")
         return
-    from sweeps.run import run_sweep  # Optuna and the trial machinery, only once there is a sweep to run
+    from trainrig.sweeps.run import run_sweep  # Optuna and the trial machinery, only once there is a sweep to run
 
     try:
         run_sweep(options, training)

@@ -44,7 +44,7 @@ SETTINGS = {
         "enable_model_summary": False,
         "num_sanity_val_steps": 0,
         "callbacks": [
-            {"class_path": "resume.checkpoint.ResumableCheckpoint", "init_args": {"every_n_train_steps": 10}},
+            {"class_path": "trainrig.resume.checkpoint.ResumableCheckpoint", "init_args": {"every_n_train_steps": 10}},
         ],
     },
     "data": {"init_args": {"num_workers": 0, "batch_size": 32}},
@@ -232,7 +232,7 @@ def streaming_cost(repeats: int, every: int = 4, default_interval_s: float = 300
                 config["trainer"].update(max_epochs=1, limit_val_batches=2, enable_progress_bar=False)
                 config["trainer"]["callbacks"] = [
                     {
-                        "class_path": "resume.checkpoint.ResumableCheckpoint",
+                        "class_path": "trainrig.resume.checkpoint.ResumableCheckpoint",
                         "init_args": {"every_n_train_steps": every},
                     },
                     {"class_path": "benchmarks.resume.StepRecorder", "init_args": {"path": str(record)}},

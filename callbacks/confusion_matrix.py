@@ -3,7 +3,7 @@
 from lightning.pytorch import Callback
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from callbacks.media import log_table
+from trainrig.loggers.media import log_table
 
 
 class ConfusionMatrix(Callback):

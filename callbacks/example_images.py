@@ -2,7 +2,7 @@
 
 from lightning.pytorch import Callback
 
-from callbacks.media import log_images
+from trainrig.loggers.media import log_images
 
 
 class ExampleImages(Callback):

@@ -2,8 +2,8 @@
 
 from lightning.pytorch import Callback
 
-from callbacks.media import log_table
 from datamodules.pet_names import display_name
+from trainrig.loggers.media import log_table
 
 
 class GeneratedNamesTable(Callback):

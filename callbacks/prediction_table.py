@@ -9,7 +9,7 @@ does after its training loop, so no epoch waits for image encoding.
 import torch
 from lightning.pytorch import Callback
 
-from callbacks.media import log_table
+from trainrig.loggers.media import log_table
 
 
 class PredictionTable(Callback):

@@ -9,7 +9,7 @@ from torchvision import transforms
 from torchvision.datasets import FashionMNIST
 
 from datamodules.splits import SplitsDataModule
-from errors import UserInputError, explained_download
+from trainrig.errors import UserInputError, explained_download
 
 
 class FashionMNISTDataModule(SplitsDataModule):

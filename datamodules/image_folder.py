@@ -11,7 +11,7 @@ from torchvision import transforms
 from torchvision.datasets import ImageFolder
 
 from datamodules.splits import SplitsDataModule
-from errors import UserInputError
+from trainrig.errors import UserInputError
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

@@ -11,8 +11,8 @@ from jsonargparse.typing import NonNegativeInt, PositiveInt, restricted_number_t
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset
 
-from errors import UserInputError
-from resume.data_order import resumable_loader
+from trainrig.errors import UserInputError
+from trainrig.resume.data_order import resumable_loader
 
 log = logging.getLogger(__name__)
 

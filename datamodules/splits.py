@@ -3,7 +3,7 @@
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset
 
-from resume.data_order import resumable_loader
+from trainrig.resume.data_order import resumable_loader
 
 
 class SplitsDataModule(LightningDataModule):

@@ -15,7 +15,7 @@ from jsonargparse.typing import NonNegativeInt, OpenUnitInterval, PositiveInt, r
 from PIL import Image, ImageDraw
 
 from datamodules.image_folder import ImageFolderDataModule
-from errors import UserInputError
+from trainrig.errors import UserInputError
 
 SHAPES = ("circle", "cross", "ring", "square", "triangle")
 # Fewer than two images of a shape cannot be split into training and validation.

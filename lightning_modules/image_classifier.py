@@ -6,10 +6,10 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import nn
 from torchvision.models import ResNet
 
-from errors import UserInputError
 from lightning_modules.classification import ClassificationModule
 from models.image_backbones import build_backbone
 from models.staged_resnet import PARTS, StagedResNet
+from trainrig.errors import UserInputError
 
 
 class ImageClassifier(ClassificationModule):

@@ -5,9 +5,9 @@ from jsonargparse.typing import PositiveInt
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import nn
 
-from errors import UserInputError
 from lightning_modules.classification import ClassificationModule
 from models.staged_mlp import StagedMLP
+from trainrig.errors import UserInputError
 
 
 class MLPClassifier(ClassificationModule):

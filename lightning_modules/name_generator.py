@@ -10,9 +10,9 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch.nn import functional as F
 from torchmetrics.text import Perplexity
 
-from errors import UserInputError
 from lightning_modules.optimization import configure_optimization
 from models.char_lstm import CharLSTM
+from trainrig.errors import UserInputError
 
 PAD_INDEX, STOP_INDEX = 0, 1
 

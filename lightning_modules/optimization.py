@@ -3,7 +3,7 @@
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch.optim.lr_scheduler import CyclicLR, OneCycleLR, ReduceLROnPlateau
 
-from errors import UserInputError, one_line
+from trainrig.errors import UserInputError, one_line
 
 PER_STEP_SCHEDULERS = (OneCycleLR, CyclicLR)
 OPTIMIZER_OPTIONS = "--model.init_args.optimizer.init_args"

@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from errors import UserInputError, explained_download
+from trainrig.errors import UserInputError, explained_download
 
 
 def build_backbone(name: str, num_classes: int, pretrained: bool) -> nn.Module:

@@ -49,9 +49,10 @@ PATHS = {
     "cnn or mlp": [
         "models/staged.py",
         "configs/strategies",
-        "strategies",
+        "trainrig/strategies/layer_split.py",
+        "trainrig/strategies/pipeline.py",
+        "trainrig/strategies/stages.py",
         "docs/model_parallel.md",
-        "cli_extensions/model_parallel.py",
         "tests/helpers/private_api/model_parallel.py",
         "tests/helpers/examples/_images.py",
         "lightning_modules/classification.py",
@@ -108,8 +109,7 @@ PATHS = {
     "cnn or lstm": ["benchmarks", "docs/performance"],
     "dask": [
         "docs/dask.md",
-        "launchers",
-        "cli_extensions/dask.py",
+        "trainrig/dask",
         "tests/test_dask_launcher.py",
         "tests/helpers/dask_runs.py",
         "tests/helpers/stalling_rank.py",
@@ -117,9 +117,8 @@ PATHS = {
     "wandb": [
         "docs/monitoring.md",
         "configs/logger",
-        "cli_extensions/wandb.py",
+        "trainrig/wandb",
         "tests/test_monitoring_wandb.py",
-        "logger_extensions/wandblogger.py",
         "tests/helpers/wandb_records.py",
     ],
     # Each benchmark compares what its examples and parts do.
@@ -146,14 +145,14 @@ PATHS = {
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
     "kubernetes": [
         "docs/clusters.md",
-        "cluster",
+        "trainrig/kubernetes",
         "Dockerfile",
         ".dockerignore",
         "tests/test_cluster_jobs.py",
         "tests/helpers/pytorchjobs.py",
         "tests/schemas",
     ],
-    "sweep": ["sweep.py", "sweeps", "docs/sweeps.md", "tests/test_sweep_spaces.py"],
+    "sweep": ["sweep.py", "trainrig/sweeps", "docs/sweeps.md", "tests/test_sweep_spaces.py"],
     "sweep and lstm": [
         "configs/sweeps/lstm.yaml",
         "tests/test_sweep.py",
@@ -164,7 +163,7 @@ PATHS = {
     "sweep and mlp": ["configs/sweeps/mlp.yaml"],
     "sweep and cnn": ["configs/sweeps/cnn.yaml"],
     "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
-    "sweep and dask": ["sweeps/dask_trials.py", "sweeps/placements/dask.py"],
+    "sweep and dask": ["trainrig/sweeps/dask_trials.py", "trainrig/sweeps/placements/dask.py"],
     "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
 }
 

@@ -292,7 +292,7 @@ def test_every_kind_of_job_is_a_valid_pytorchjob_that_resumes(tmp_path, variant)
             "--max_restarts",
             str(restarts),
         ]
-        assert command[command.index("--trainer.strategy") + 1] == "cluster.elastic.ElasticDDPStrategy"
+        assert command[command.index("--trainer.strategy") + 1] == "trainrig.kubernetes.elastic.ElasticDDPStrategy"
         assert "--trainer.num_nodes" not in command
     else:
         assert "elasticPolicy" not in spec
@@ -374,7 +374,9 @@ def test_pod_commands_parse_with_the_projects_cli(tmp_path, capsys):
         config = yaml.safe_load(capsys.readouterr().out)
         strategy = config["trainer"]["strategy"]
         expected_class = (
-            "cluster.elastic.ElasticDDPStrategy" if variant == "elastic" else "lightning.pytorch.strategies.DDPStrategy"
+            "trainrig.kubernetes.elastic.ElasticDDPStrategy"
+            if variant == "elastic"
+            else "lightning.pytorch.strategies.DDPStrategy"
         )
         assert strategy["class_path"] == expected_class
         assert strategy["init_args"]["timeout"] == ("0:02:30" if variant == "elastic" else "0:05:00")

@@ -30,7 +30,7 @@ def test_pipeline_after_the_separator_runs_in_every_pod_with_its_options(tmp_pat
         run_cli("fit", [*command[command.index("fit") + 1 :], "--print_config"])
     assert exit_info.value.code in (None, 0)
     config = yaml.safe_load(capsys.readouterr().out)
-    assert config["trainer"]["strategy"]["class_path"] == "strategies.pipeline.PipelineStrategy"
+    assert config["trainer"]["strategy"]["class_path"] == "trainrig.strategies.pipeline.PipelineStrategy"
     assert config["trainer"]["strategy"]["init_args"] | {"loss_fn": None} == {
         "schedule": "Interleaved1F1B",
         "microbatches": 8,

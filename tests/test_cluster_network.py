@@ -1,4 +1,4 @@
-"""The interface choice of cluster_network.py on this machine; tests/test_multi_host.py proves it across hosts."""
+"""The interface choice of trainrig/network.py on this machine; tests/test_multi_host.py proves it across hosts."""
 
 import os
 import socket
@@ -6,7 +6,7 @@ import socket
 import psutil
 import pytest
 
-from cluster_network import chosen_interface, rendezvous_network
+from trainrig.network import chosen_interface, rendezvous_network
 
 
 def an_outward_address() -> tuple[str, str]:

@@ -52,7 +52,7 @@ def test_options_that_cannot_work_fail_before_any_cluster_starts(tmp_path, shape
 def fit_through_dask_matches_ddp(config: str, tmp_path: Path, shapes_root: Path, caplog) -> None:
     args = small_run_args(config, tmp_path / "ddp", shapes_root, "--trainer.max_epochs", "2")
     baseline = start_lightning_launched([*args, "--trainer.strategy", "ddp", "--trainer.devices", "2"])
-    caplog.set_level(logging.INFO, logger="launchers.dask")
+    caplog.set_level(logging.INFO, logger="trainrig.dask")
     run_cli(
         "fit",
         small_run_args(config, tmp_path / "dask", shapes_root, "--trainer.max_epochs", "2", "--dask.n_workers", "2"),

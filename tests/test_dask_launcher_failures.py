@@ -138,7 +138,7 @@ def test_a_scheduler_without_the_project_stops_the_job_with_the_missing_module(t
     assert result.returncode == 1, output[-4000:]
     assert "restart 1 of 3" in output and "restart 2 of 3" not in output, output[-4000:]
     (error_line,) = [line for line in output.splitlines() if line.startswith("error:")]
-    assert "failed: ModuleNotFoundError: No module named 'launchers' (RuntimeError: Error during deserialization" in (
+    assert "failed: ModuleNotFoundError: No module named 'trainrig' (RuntimeError: Error during deserialization" in (
         error_line
     )
 
@@ -147,7 +147,7 @@ def test_a_scheduler_without_the_project_stops_the_job_with_the_missing_module(t
 def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_path, capsys, caplog):
     from distributed import LocalCluster
 
-    caplog.set_level(logging.INFO, logger="launchers.dask")
+    caplog.set_level(logging.INFO, logger="trainrig.dask")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         address = ["--dask.address", cluster.scheduler_address]
         missing = tmp_path / "missing.txt"

@@ -4,7 +4,7 @@ several machines.
 Every host runs the project from its installed wheel (tests/helpers/installed.py) in its own working directory,
 outside the checkout, with its own copy of the config and its own generated data. Each host's name resolves to a
 loopback address, as on stock Debian/Ubuntu: the runs pass only because each rank picks the interface that reaches
-the rendezvous address (cluster_network.py). A run across hosts has the losses of the same job on one host.
+the rendezvous address (trainrig/network.py). A run across hosts has the losses of the same job on one host.
 """
 
 import json
@@ -49,7 +49,7 @@ def test_each_rank_picks_the_interface_that_reaches_the_rendezvous():
     }
     script = (
         "import json, sys\n"
-        "from cluster_network import chosen_interface\n"
+        "from trainrig.network import chosen_interface\n"
         "print(json.dumps({name: chosen_interface(env) for name, env in json.loads(sys.argv[1]).items()}))\n"
     )
     with EmulatedHosts(2) as hosts:

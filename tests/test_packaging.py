@@ -1,44 +1,66 @@
-"""The installed project works outside the checkout: every module the code can import at run time is in the wheel.
+"""The installed project works outside the checkout, and installs only its own names.
 
 A cluster's scheduler may unpickle the task, and each worker imports the run's modules from its installed copy, so
-a package missing from `pyproject.toml` fails only on another machine. The expected modules come from the work tree:
-a new folder of modules is expected in the wheel unless pyproject.toml excludes it as development-only.
+a package missing from `pyproject.toml` fails only on another machine. And a wheel's top-level names share
+site-packages with every other installed package: besides the user's wing (models, LightningModules, datamodules,
+callbacks) and the entry points, the project installs one package, `trainrig`, the machinery.
 """
 
 import subprocess
-import tomllib
+import zipfile
 from pathlib import Path
 
-from tests.helpers.installed import ROOT, installed_python
+from tests.helpers.installed import ROOT, built_wheel, installed_python
 
-# Folders of modules that only development and the template use (pyproject.toml excludes them from the wheel);
-# everything else is imported at run time.
-_PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
-DEVELOPMENT_ONLY = {pattern.removesuffix("*") for pattern in _PACKAGES["exclude"]}
+USERS_WING = ("models", "lightning_modules", "datamodules", "callbacks")
+MACHINERY = "trainrig"
+ENTRY_POINTS = ("cli", "sweep")
+# Folders of modules that only development and the template use: never installed.
+DEVELOPMENT_ONLY = ("tests", "benchmarks", "scripts", "hooks", "templating")
 IMPORT_TIMEOUT_S = 180
 
 
+def folders_of_modules() -> list[str]:
+    return sorted(
+        path.name
+        for path in ROOT.iterdir()
+        if path.is_dir() and path.name.isidentifier() and not path.name.startswith(".") and any(path.rglob("*.py"))
+    )
+
+
 def runtime_modules() -> list[str]:
-    """Dotted names of the top-level modules and of every module in the runtime folders of the work tree."""
+    """Dotted names of the root modules and of every module in the installed folders of the work tree."""
     modules = [path.stem for path in ROOT.glob("*.py")]
-    for folder in sorted(path for path in ROOT.iterdir() if path.is_dir() and path.name not in DEVELOPMENT_ONLY):
-        if folder.name.startswith(".") or not folder.name.isidentifier():
+    for folder in folders_of_modules():
+        if folder in DEVELOPMENT_ONLY:
             continue
-        for path in sorted(folder.rglob("*.py")):
+        for path in sorted((ROOT / folder).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
             modules.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return modules
 
 
-def test_runtime_modules_cover_the_packages():
-    """The list the next test imports is the real one: it holds the known packages, the last one forgotten included."""
-    top_level = {module.split(".")[0] for module in runtime_modules()}
-    assert {"cli", "errors", "resume", "callbacks", "lightning_modules", "datamodules", "models"} <= top_level
-    assert not top_level & DEVELOPMENT_ONLY
+def test_the_checkout_holds_only_the_users_wing_the_machinery_and_development_folders():
+    """A new folder or module of code at the root would be a new top-level name once installed: it belongs in the
+    user's wing, in trainrig/, or among the development folders."""
+    unknown = set(folders_of_modules()) - {*USERS_WING, MACHINERY, *DEVELOPMENT_ONLY}
+    assert not unknown, f"new folders of modules at the root: {sorted(unknown)}; move them into {MACHINERY}/"
+    root_modules = {path.stem for path in ROOT.glob("*.py")}
+    assert root_modules <= set(ENTRY_POINTS), f"root modules other than the entry points: {root_modules}"
+
+
+def test_the_wheel_installs_only_the_users_wing_the_entry_points_and_the_machinery():
+    with zipfile.ZipFile(built_wheel()) as wheel:
+        top_level = {name.split("/")[0].removesuffix(".py") for name in wheel.namelist()}
+    top_level = {name for name in top_level if not name.endswith(".dist-info")}
+    present_entry_points = {name for name in ENTRY_POINTS if (ROOT / f"{name}.py").is_file()}
+    present_wing = {name for name in USERS_WING if (ROOT / name).is_dir()}
+    assert top_level == {*present_wing, *present_entry_points, MACHINERY}
 
 
 def test_every_runtime_module_imports_from_the_installed_wheel(tmp_path: Path):
     modules = runtime_modules()
+    assert {"cli", MACHINERY, f"{MACHINERY}.resume.checkpoint", *USERS_WING} <= set(modules)
     script = (
         "import importlib, sys\nfor name in sys.argv[1:]:\n    print(name, importlib.import_module(name).__file__)\n"
     )

@@ -18,7 +18,7 @@ from datamodules.pet_names import (
     keep_batch,
     read_names,
 )
-from errors import UserInputError
+from trainrig.errors import UserInputError
 
 
 def window_text(indices: torch.Tensor) -> str:

@@ -18,7 +18,6 @@ from lightning.pytorch import Trainer
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_modules.mlp_classifier import MLPClassifier
-from strategies import PipelineStrategy
 from tests.helpers.runs import ROOT, run_cli
 from tests.helpers.strategy_runs import (
     SCHEDULE_STAGES,
@@ -30,6 +29,7 @@ from tests.helpers.strategy_runs import (
     optimizer_tensors,
     run_ok,
 )
+from trainrig.strategies import PipelineStrategy
 
 SETTINGS = """
 trainer:

@@ -10,8 +10,8 @@ from unittest import mock
 
 from lightning.pytorch import Callback
 
-from resume import atomic_io
-from resume.atomic_io import AtomicCheckpointIO
+from trainrig.resume import atomic_io
+from trainrig.resume.atomic_io import AtomicCheckpointIO
 
 
 class SignalAtStep(Callback):

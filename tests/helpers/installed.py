@@ -28,7 +28,7 @@ NOT_BUILD_INPUTS = shutil.ignore_patterns(
     "data",
 )
 
-__all__ = ["NOT_BUILD_INPUTS", "ROOT", "build_wheel", "installed_python"]
+__all__ = ["NOT_BUILD_INPUTS", "ROOT", "build_wheel", "built_wheel", "installed_python"]
 
 
 def build_wheel(destination: Path) -> Path:
@@ -48,15 +48,26 @@ def build_wheel(destination: Path) -> Path:
 
 
 @functools.cache
+def _workdir() -> Path:
+    workdir = Path(tempfile.mkdtemp(prefix="ldt-installed-"))
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    return workdir
+
+
+@functools.cache
+def built_wheel() -> Path:
+    """The project's wheel, built once per test session; removed at exit."""
+    return build_wheel(_workdir())
+
+
+@functools.cache
 def installed_python() -> Path:
     """The Python of a fresh environment holding only the project's wheel and the dependencies already here.
 
     Built once per test session; removed at exit.
     """
-    workdir = Path(tempfile.mkdtemp(prefix="ldt-installed-"))
-    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
-    wheel = build_wheel(workdir)
-    venv = workdir / "venv"
+    wheel = built_wheel()
+    venv = _workdir() / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site_packages = Path(

@@ -1,4 +1,4 @@
-"""The media tables a run without a native-media logger writes as CSV files (callbacks/media.py)."""
+"""The media tables a run without a native-media logger writes as CSV files (trainrig/loggers/media.py)."""
 
 import csv
 from pathlib import Path

@@ -20,7 +20,7 @@ from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, read_metrics, small_run_ar
 
 PROCESS_TIMEOUT_S = 180
 PYTORCHJOB_CRD = ROOT / "tests" / "schemas" / "kubeflow.org_pytorchjobs.yaml"
-GENERATOR = [sys.executable, "-m", "cluster.pytorchjob"]
+GENERATOR = [sys.executable, "-m", "trainrig.kubernetes.pytorchjob"]
 # Variables a parent launcher could leak into the children and that would change how they rank themselves.
 LAUNCHER_VARIABLES = re.compile(
     r"(RANK|LOCAL_RANK|WORLD_SIZE|GROUP_RANK|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE|NODE_RANK|TORCHELASTIC_.*|PET_.*)"

@@ -39,7 +39,7 @@ trainer:
   enable_progress_bar: false
   enable_model_summary: false
   callbacks:
-    - class_path: resume.checkpoint.ResumableCheckpoint
+    - class_path: trainrig.resume.checkpoint.ResumableCheckpoint
       init_args: {{every_n_train_steps: 2, train_time_interval: null}}
     - class_path: lightning.pytorch.callbacks.ModelCheckpoint
       init_args: {{monitor: val/loss, mode: min, save_top_k: 1, filename: "best-epoch{{epoch:02d}}-step{{step}}"}}

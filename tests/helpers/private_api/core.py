@@ -8,9 +8,12 @@ from lightning.pytorch.loggers import CSVLogger
 from torchmetrics import MeanMetric
 
 MODULE_NAMES = {
-    ("lightning.pytorch.utilities.model_summary.model_summary", "_format_summary_table"): "callbacks/model_summary.py",
+    (
+        "lightning.pytorch.utilities.model_summary.model_summary",
+        "_format_summary_table",
+    ): "trainrig/loggers/model_summary.py",
     ("lightning.pytorch.utilities", "_pytree"): "cli.py (a warning filter names the module)",
-    ("torch.distributed.rendezvous", "_rendezvous_handlers"): "resume/torchrun_restarts.py",
+    ("torch.distributed.rendezvous", "_rendezvous_handlers"): "trainrig/resume/torchrun_restarts.py",
 }
 
 
@@ -19,14 +22,14 @@ def _csv_experiment_writer():
 
 
 ATTRIBUTES = [
-    ("epoch loop", lambda: Trainer(logger=False).fit_loop.epoch_loop, "_results", "resume/epoch_metrics.py"),
-    ("torchmetrics Metric", MeanMetric, "_update_count", "resume/epoch_metrics.py"),
-    ("torchmetrics Metric", MeanMetric, "_computed", "resume/epoch_metrics.py"),
-    ("ModelCheckpoint", ModelCheckpoint, "_save_checkpoint", "resume/checkpoint.py (overridden)"),
-    ("ModelCheckpoint", ModelCheckpoint, "_last_global_step_saved", "resume/checkpoint.py"),
-    ("ModelCheckpoint", ModelCheckpoint, "_monitor_candidates", "resume/checkpoint.py"),
-    ("ModelCheckpoint", ModelCheckpoint, "_save_last_checkpoint", "resume/checkpoint.py"),
-    ("CSVLogger", lambda: CSVLogger("logs"), "_fs", "resume/csv_logger.py"),
-    ("ExperimentWriter", _csv_experiment_writer, "_check_log_dir_exists", "resume/csv_logger.py (overridden)"),
-    ("ModelSummary", ModelSummary, "_max_depth", "callbacks/model_summary.py"),
+    ("epoch loop", lambda: Trainer(logger=False).fit_loop.epoch_loop, "_results", "trainrig/resume/epoch_metrics.py"),
+    ("torchmetrics Metric", MeanMetric, "_update_count", "trainrig/resume/epoch_metrics.py"),
+    ("torchmetrics Metric", MeanMetric, "_computed", "trainrig/resume/epoch_metrics.py"),
+    ("ModelCheckpoint", ModelCheckpoint, "_save_checkpoint", "trainrig/resume/checkpoint.py (overridden)"),
+    ("ModelCheckpoint", ModelCheckpoint, "_last_global_step_saved", "trainrig/resume/checkpoint.py"),
+    ("ModelCheckpoint", ModelCheckpoint, "_monitor_candidates", "trainrig/resume/checkpoint.py"),
+    ("ModelCheckpoint", ModelCheckpoint, "_save_last_checkpoint", "trainrig/resume/checkpoint.py"),
+    ("CSVLogger", lambda: CSVLogger("logs"), "_fs", "trainrig/resume/csv_logger.py"),
+    ("ExperimentWriter", _csv_experiment_writer, "_check_log_dir_exists", "trainrig/resume/csv_logger.py (overridden)"),
+    ("ModelSummary", ModelSummary, "_max_depth", "trainrig/loggers/model_summary.py"),
 ]

@@ -4,12 +4,15 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 MODULE_NAMES = {
-    ("lightning.pytorch.strategies.launchers", "_SubprocessScriptLauncher"): "strategies/pipeline.py (subclassed)",
-    ("lightning.fabric.utilities.optimizer", "_optimizers_to_device"): "strategies/pipeline.py",
+    (
+        "lightning.pytorch.strategies.launchers",
+        "_SubprocessScriptLauncher",
+    ): "trainrig/strategies/pipeline.py (subclassed)",
+    ("lightning.fabric.utilities.optimizer", "_optimizers_to_device"): "trainrig/strategies/pipeline.py",
 }
 ATTRIBUTES = [
-    ("SingleDeviceStrategy", lambda: SingleDeviceStrategy("cpu"), "_root_device", "strategies/layer_split.py"),
-    ("DDPStrategy", DDPStrategy, "_configure_launcher", "strategies/pipeline.py (overridden)"),
-    ("DDPStrategy", DDPStrategy, "_launcher", "strategies/pipeline.py (assigned)"),
-    ("torch.nn.Module", torch.nn.Module, "_modules", "strategies/stages.py"),
+    ("SingleDeviceStrategy", lambda: SingleDeviceStrategy("cpu"), "_root_device", "trainrig/strategies/layer_split.py"),
+    ("DDPStrategy", DDPStrategy, "_configure_launcher", "trainrig/strategies/pipeline.py (overridden)"),
+    ("DDPStrategy", DDPStrategy, "_launcher", "trainrig/strategies/pipeline.py (assigned)"),
+    ("torch.nn.Module", torch.nn.Module, "_modules", "trainrig/strategies/stages.py"),
 ]

@@ -1,1 +1,0 @@
-"""Cluster jobs that run the same `cli.py fit` as a local run: `python -m cluster.pytorchjob --help`."""

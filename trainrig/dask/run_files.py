@@ -1,0 +1,158 @@
+"""The run directory on the client's machine: where it is, the checkpoints rank 0 sends while it trains, and the
+files rank 0 returns at the end."""
+
+import csv
+import io
+import logging
+import uuid
+from pathlib import Path
+
+from distributed import Client, Event, Future, Queue
+
+from trainrig.dask.cluster import CLUSTER_TIMEOUT_S
+from trainrig.dask.worker import (
+    as_list,
+)
+from trainrig.registry import logger_extension
+from trainrig.resume.atomic_io import write_atomically
+from trainrig.resume.checkpoint import keep_as_previous
+from trainrig.resume.csv_logger import drop_rows_from_step
+from trainrig.resume.latest import checkpoint_candidates, first_usable
+from trainrig.resume.run_directory import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    RUN_FOLDERS,
+    SAVED_CONFIG,
+    config_file_to_write,
+    first_logger,
+    logger_class,
+    next_version,
+)
+
+log = logging.getLogger("trainrig.dask")
+
+
+def pin_run_version(resolved: dict, output_root: Path) -> None:
+    """Fix the run's version directory before the ranks start, so checkpoints they send land in the right place and
+    every restart of the job continues the same run."""
+    loggers = as_list(resolved["trainer"].get("logger"))
+    for configured in loggers:  # a logger that names its runs gets a name every attempt continues
+        if not isinstance(configured, dict):
+            continue
+        pin_run = getattr(logger_extension(configured.get("class_path", "").rsplit(".", 1)[-1]), "pin_run", None)
+        if pin_run is not None and (pinned := pin_run(configured.setdefault("init_args", {}))):
+            log.info(f"dask: {pinned}")
+    logger = first_logger(resolved["trainer"])
+    run_argument = RUN_FOLDERS.get(logger_class(logger), (None,))[-1] if logger else None
+    if run_argument != "version":  # numbered run folders only; other loggers name their runs
+        return
+    init_args = logger.setdefault("init_args", {})
+    if init_args.get("version") is None:  # not resumed (`--ckpt_path last` sets the version it continues)
+        init_args["version"] = next_version(output_root / (init_args.get("name") or "lightning_logs"))
+
+
+class CheckpointReceiver:
+    """Stores what rank 0 sends while it trains, under the client's output root as rank 0 has it: each checkpoint as
+    it is written, and with it the attempt's metrics so far, added to the rows the run had before the attempt."""
+
+    def __init__(self, client: Client, output_root: Path, shared_dir: Path | None = None):
+        """
+        Args:
+            shared_dir: the `--dask.checkpoint_dir` the ranks write their checkpoints to; then only metrics are sent.
+        """
+        self.queue_name, self.output_root = f"lightning-dask-files-{uuid.uuid4().hex}", output_root
+        self.shared_dir = shared_dir
+        self._client, self._queue = client, Queue(self.queue_name, client=client)
+        self.checkpoints: list[Path] = []
+        self.metrics_bases: dict[Path, str | None] = {}  # metrics file -> its text before this attempt
+
+    def receive(self) -> None:
+        while self._queue.qsize():
+            item = self._queue.get(timeout=CLUSTER_TIMEOUT_S)
+            sent = item
+            if isinstance(item, Future):  # a checkpoint, left on rank 0's worker until fetched
+                try:
+                    sent = item.result(timeout=CLUSTER_TIMEOUT_S)
+                except Exception:  # noqa: BLE001 - lost with the worker that held it, before it was fetched
+                    continue
+                finally:
+                    item.release()
+            path = self.output_root / sent.path
+            if sent.removed:
+                path.unlink(missing_ok=True)
+                self.checkpoints = [kept for kept in self.checkpoints if kept != path]
+            elif path.suffix == ".ckpt":
+                store_checkpoint(path, sent.data)
+                self.checkpoints.append(path)
+                if sent.stored_event is not None:
+                    Event(sent.stored_event, client=self._client).set()
+            else:
+                if path not in self.metrics_bases:
+                    self.metrics_bases[path] = path.read_text() if path.is_file() else None
+                write_atomically(path, combined_metrics(self.metrics_bases[path], sent.data).encode())
+
+    def resume_point(self, fallback: bytes | str | None) -> tuple[bytes | str | None, int | None]:
+        """The newest usable checkpoint (its bytes, or its path in the shared directory, and its step), after dropping
+        the metrics rows logged from its step on, which the restart logs again; else `fallback`, the checkpoint the
+        attempt started from."""
+        self.receive()
+        directory = self.shared_dir or (self.checkpoints[-1].parent if self.checkpoints else None)
+        checkpoint, progress = newest_checkpoint(directory)
+        if checkpoint is None:
+            return fallback, None
+        for metrics in self.metrics_bases:
+            drop_rows_from_step(metrics, progress["first_logged_step"])
+        return (checkpoint if self.shared_dir else Path(checkpoint).read_bytes()), progress["global_step"]
+
+
+def newest_checkpoint(directory: Path | None) -> tuple[str | None, dict]:
+    """The newest usable checkpoint in `directory` and its progress counters, or None."""
+    found = first_usable(checkpoint_candidates(directory)) if directory is not None and directory.is_dir() else None
+    return (str(found[0]), found[1]) if found is not None else (None, {})
+
+
+def store_checkpoint(path: Path, data: bytes) -> None:
+    """Write atomically; a new last.ckpt keeps the one it replaces as previous.ckpt, as on the rank."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keep_as_previous(path)
+    write_atomically(path, data)
+
+
+def write_run_dir(
+    result: dict, output_root: Path, config_yaml: str, metrics_bases: dict[Path, str | None] | None = None
+) -> Path:
+    """Write what rank 0 wrote under `output_root`; a resumed run's metrics.csv continues the one there.
+
+    `metrics_bases`: the metrics files' text before this attempt, where the attempt already sent rows.
+    """
+    destination = output_root / result["run_dir"]
+    for relative_path, data in result["files"].items():
+        path = output_root / relative_path
+        in_run = path.relative_to(destination).as_posix() if path.is_relative_to(destination) else None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if in_run == METRICS_FILE:
+            base = (metrics_bases or {}).get(path, path.read_text() if path.is_file() else None)
+            write_atomically(path, combined_metrics(base, data).encode())
+        elif path.suffix == ".ckpt":
+            continue  # received while training, in the order they were written
+        elif in_run is None or not SAVED_CONFIG.fullmatch(in_run):
+            path.write_bytes(data)
+    # The config that reproduces this run is the client's, with its dask section, not the one each rank ran.
+    if (name := config_file_to_write(destination, config_yaml, CONFIG_FILE)) is not None:
+        (destination / name).write_text(config_yaml)
+    return destination
+
+
+def combined_metrics(base: str | None, new_rows_csv: bytes) -> str:
+    """A run's earlier metrics rows followed by an attempt's, under the union of both headers."""
+    old = csv.DictReader(io.StringIO(base or ""))
+    rows = list(old)
+    fieldnames = list(old.fieldnames or [])
+    new = csv.DictReader(io.StringIO(new_rows_csv.decode()))
+    new_rows = list(new)
+    fieldnames += [name for name in new.fieldnames or [] if name not in fieldnames]
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=sorted(fieldnames))
+    writer.writeheader()
+    writer.writerows(rows + new_rows)
+    return text.getvalue()

@@ -1,0 +1,205 @@
+"""`last.ckpt` at an interval, at every epoch end and on preemption, with the one before kept as `previous.ckpt`."""
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_info
+from typing_extensions import override
+
+from trainrig.resume.preemption import Preempted, StopSignals, clear_stop_request
+
+LAST_NAME, PREVIOUS_NAME = "last.ckpt", "previous.ckpt"
+
+
+class ResumableCheckpoint(ModelCheckpoint):
+    """The checkpoint `--ckpt_path last` resumes from.
+
+    Writes `last.ckpt` every `every_n_train_steps` steps or `train_time_interval` of training (one of them; the
+    time is rank 0's, broadcast), at the end of every training epoch, and when SIGTERM or SIGINT reaches any rank:
+    then every rank saves at the next step boundary and exits with status 143. Before `last.ckpt` is replaced,
+    the file it replaces stays as `previous.ckpt` (a hard link, no copy), the fallback when `last.ckpt` turns out
+    to be damaged. Selecting the best model by a metric is a separate `ModelCheckpoint`.
+
+    An epoch-end `last.ckpt` holds the epoch's end as the uninterrupted run goes on from it: this callback saves
+    after every other callback has handled the epoch's end (the best-model tracker included). Lightning steps
+    epoch-level plateau schedulers after those hooks, and skips that step both when it resumes from such a
+    checkpoint and at the end of an epoch it resumed in the middle of; this callback takes the skipped step (with
+    the metric value saved in the checkpoint in the first case).
+    """
+
+    CHECKPOINT_NAME_LAST = "last"
+
+    def __init__(
+        self,
+        dirpath: str | None = None,
+        every_n_train_steps: int | None = None,
+        train_time_interval: timedelta | None = None,
+    ):
+        """
+        Args:
+            dirpath: default: `checkpoints/` in the run's log directory.
+            every_n_train_steps: save every this many optimizer steps.
+            train_time_interval: or save when this much training time has passed since the last save, e.g. "0:05:00".
+        """
+        super().__init__(
+            dirpath=dirpath,
+            save_last=True,
+            save_top_k=0,
+            every_n_train_steps=every_n_train_steps,
+            train_time_interval=train_time_interval,
+            save_on_train_epoch_end=True,
+            enable_version_counter=False,
+        )
+        self._stop_signals = StopSignals()
+        self._stop: str | None = None  # "now" or "after epoch" once a stop signal reached any rank
+        self._saved_for_stop = False
+        self._plateau_step_due: dict | None = None  # from a resumed epoch-end checkpoint: {"epoch", "monitored"}
+
+    @override
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        # Last of all callbacks, so that the state it saves at an epoch's end has every other callback's update.
+        # A new list: the hook loop running now keeps iterating the old one.
+        trainer.callbacks = [callback for callback in trainer.callbacks if callback is not self] + [self]
+
+    @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # Lightning installs its own handlers when the run starts; this comes later and replaces them.
+        self._stop_signals.install()
+        due, self._plateau_step_due = self._plateau_step_due, None
+        if due is not None and trainer.current_epoch == due["epoch"] + 1:
+            step_plateau_schedulers(trainer, pl_module, due["epoch"], due["monitored"])
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "plateau_step_due": self._plateau_step_due}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self._plateau_step_due = state_dict.get("plateau_step_due")
+
+    @override
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        self._stop_signals.restore()
+        clear_stop_request()
+
+    @override
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
+        if self._stop is None and self._stop_signals.requested_on_any_rank(trainer.strategy):
+            # After an epoch's last batch come validation and the epoch's end; the checkpoint that follows them
+            # keeps what they change (a plateau scheduler, the best score). A long validation delays the stop.
+            self._stop = "after epoch" if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch else "now"
+        if self._stop == "now":
+            self._save_and_report(trainer)
+            return
+        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            return  # the epoch's end saves once validation and every epoch-end update are done
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    # A stop raises in the next hook, once Lightning has logged the step the checkpoint ends with.
+    @override
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+        self._raise_if_stopped()
+
+    @override
+    def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._raise_if_stopped()
+
+    @override
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._raise_if_stopped()
+        if self._stop == "after epoch":
+            self._save_and_report(trainer, epoch_end=True)
+            return
+        self.save_resume_point(trainer, epoch_end=True)
+        if trainer.fit_loop.restarting:  # resumed within this epoch: Lightning will not step them
+            due = plateau_step_due(trainer)
+            if due is not None:
+                step_plateau_schedulers(trainer, pl_module, due["epoch"], due["monitored"])
+
+    # After an epoch-end save, every rank first finishes the epoch's metrics (collectives), then stops.
+    @override
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._raise_if_stopped()
+
+    @override
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._raise_if_stopped()
+
+    def _save_and_report(self, trainer: Trainer, epoch_end: bool = False) -> None:
+        self.save_resume_point(trainer, epoch_end)
+        self._saved_for_stop = True
+        received = self._stop_signals.received
+        cause = received.name if received is not None else "a signal to another rank"
+        rank_zero_info(
+            f"preempted at step {trainer.global_step} by {cause}: saved {self.last_model_path}; "
+            f"exiting with status {Preempted().code}, resume with --ckpt_path last"
+        )
+
+    def _raise_if_stopped(self) -> None:
+        if self._saved_for_stop:
+            raise Preempted
+
+    def save_resume_point(self, trainer: Trainer, epoch_end: bool = False) -> None:
+        """`epoch_end`: saved even when this step was saved already, since validation and the epoch's end came after."""
+        if trainer.fast_dev_run or trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking:
+            return
+        if self._last_global_step_saved == trainer.global_step and not epoch_end:
+            return
+        self._plateau_step_due = plateau_step_due(trainer) if epoch_end else None
+        try:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        finally:
+            self._plateau_step_due = None
+
+    @override
+    def _save_checkpoint(self, trainer: Trainer, filepath: str) -> None:
+        target = Path(filepath)
+        if trainer.is_global_zero:
+            keep_as_previous(target)
+        super()._save_checkpoint(trainer, filepath)
+
+
+def plateau_step_due(trainer: Trainer) -> dict | None:
+    """The values the epoch-level plateau schedulers step on once this epoch's end hooks are done."""
+    monitored = {
+        config.monitor: trainer.callback_metrics[config.monitor].item()
+        for config in trainer.lr_scheduler_configs
+        if config.reduce_on_plateau and config.interval == "epoch" and config.monitor in trainer.callback_metrics
+    }
+    return {"epoch": trainer.current_epoch, "monitored": monitored} if monitored else None
+
+
+def step_plateau_schedulers(trainer: Trainer, pl_module: LightningModule, epoch: int, monitored: dict) -> None:
+    """The epoch-end step of plateau schedulers, as Lightning's fit loop takes it (`_update_learning_rates`)."""
+    scheduler_progress = trainer.fit_loop.epoch_loop.scheduler_progress
+    for config in trainer.lr_scheduler_configs:
+        if (
+            config.reduce_on_plateau
+            and config.interval == "epoch"
+            and (epoch + 1) % config.frequency == 0
+            and config.monitor in monitored
+        ):
+            scheduler_progress.increment_ready()
+            pl_module.lr_scheduler_step(config.scheduler, monitored[config.monitor])
+            scheduler_progress.increment_completed()
+
+
+def keep_as_previous(last: Path) -> None:
+    """Before `last.ckpt` is replaced, give its content the name `previous.ckpt` too: a hard link, atomically."""
+    if last.name != LAST_NAME or not last.is_file():
+        return
+    previous = last.with_name(PREVIOUS_NAME)
+    staging = previous.with_name(f".{previous.name}.{os.getpid()}.partial")
+    staging.unlink(missing_ok=True)
+    try:
+        os.link(last, staging)
+    except OSError:  # a filesystem without hard links
+        return
+    os.replace(staging, previous)

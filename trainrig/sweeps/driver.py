@@ -1,0 +1,234 @@
+"""The one process that samples: an Optuna study asked for trials and told their results, trials run as processes.
+
+A trial is `cli.py fit --config base.yaml <sampled values> --ckpt_path last`, logging into
+`sweep_<name>/trial_<n>/`. `--ckpt_path last` makes every start of a trial after the first (a restart after a
+lost process, or a trial the previous driver left running) continue from its last checkpoint.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+
+from trainrig.sweeps import trials
+from trainrig.sweeps.channel import DriverSide, LocalPlacement
+from trainrig.sweeps.options import SweepOptions
+from trainrig.sweeps.space import as_overrides
+from trainrig.sweeps.trial_logging import TrialLogging
+
+POLL_S = 0.1
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOPPED_EXIT_CODE = 128 + signal.SIGTERM  # as cli.py's: stopped with checkpoints, the same command continues
+# Stopped with a checkpoint, lost another process of the trial, or killed: a restart resumes from the checkpoint.
+RESTARTABLE = {128 + signal.SIGTERM, 128 + signal.SIGABRT, 128 + signal.SIGKILL}
+STATE = optuna.trial.TrialState
+
+
+@dataclass
+class RunningTrial:
+    trial: optuna.Trial
+    directory: Path
+    channel: DriverSide
+    port: int
+    process: subprocess.Popen | None = None
+    placed: list[str] = field(default_factory=list)  # the launcher arguments its placement gave it
+    reported: set = field(default_factory=set)
+    last_value: float | None = None
+    pruned: bool = False
+    restarts: int = 0
+
+
+def open_study(options: SweepOptions, name: str, sweep_dir: Path, space: dict) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = options.storage
+    if storage is None:
+        from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+        storage = JournalStorage(JournalFileBackend(str(sweep_dir / "study.journal")))
+    return optuna.create_study(
+        study_name=name,
+        storage=storage,
+        sampler=_sampler(options, space),
+        pruner=_pruner(options),
+        direction=options.direction,
+        load_if_exists=True,
+    )
+
+
+def _sampler(options: SweepOptions, space: dict) -> optuna.samplers.BaseSampler:
+    if options.sampler == "grid":
+        return AskTellGridSampler({key: list(d.choices) for key, d in space.items()}, seed=options.seed)
+    if options.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=options.seed)
+    return optuna.samplers.TPESampler(seed=options.seed)
+
+
+class AskTellGridSampler(optuna.samplers.GridSampler):
+    """GridSampler without its `study.stop()` once the grid is done, which works only inside `study.optimize` and
+    raises after `study.tell`; the driver counts the trials itself."""
+
+    def after_trial(self, study, trial, state, values) -> None:
+        pass
+
+
+def _pruner(options: SweepOptions) -> optuna.pruners.BasePruner:
+    if options.pruner == "median":
+        return optuna.pruners.MedianPruner(
+            n_startup_trials=options.pruner_startup_trials, n_warmup_steps=options.pruner_warmup_steps
+        )
+    if options.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner()
+    return optuna.pruners.NopPruner()
+
+
+class Driver:
+    """Keeps `options.parallel` trials running until the study holds `options.trials` finished ones."""
+
+    def __init__(
+        self,
+        options: SweepOptions,
+        study: optuna.Study,
+        space: dict,
+        base_config: Path,
+        sweep_dir: Path,
+        logging: TrialLogging,
+        placement=None,
+    ):
+        """
+        Args:
+            placement: where trials run and how they report; by default `trainrig.sweeps.channel.LocalPlacement`.
+        """
+        self.options, self.study, self.space = options, study, space
+        self.base_config, self.sweep_dir, self.logging = base_config, sweep_dir, logging
+        self.placement = placement or LocalPlacement()
+        self.running: list[RunningTrial] = []
+        self.stopping = False
+
+    def run(self) -> None:
+        previous = {signum: signal.signal(signum, self._stop) for signum in STOP_SIGNALS}
+        try:
+            interrupted = [
+                self._adopt(frozen) for frozen in self.study.get_trials(deepcopy=False, states=(STATE.RUNNING,))
+            ]
+            while interrupted or self.running or (len(self.study.trials) < self.options.trials and not self.stopping):
+                while not self.stopping and len(self.running) < self.options.parallel:
+                    if interrupted:
+                        self._start(interrupted.pop(0))
+                    elif len(self.study.trials) < self.options.trials:
+                        self._start(self._new())
+                    else:
+                        break
+                if self.stopping and not self.running:
+                    break
+                time.sleep(POLL_S)
+                for run in list(self.running):
+                    self._poll(run)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        if self.stopping:
+            say("stopped; trials in progress keep their checkpoints, and the same command continues the study")
+            raise SystemExit(STOPPED_EXIT_CODE)
+
+    def _stop(self, signum, frame) -> None:
+        self.stopping = True
+        for run in self.running:
+            trials.stop(run.process)
+
+    def _new(self) -> RunningTrial:
+        trial = self.study.ask(self.space)
+        return self._prepared(trial, reported={})
+
+    def _adopt(self, frozen: optuna.trial.FrozenTrial) -> RunningTrial:
+        """A trial the previous driver left running: its process is stopping or gone, its checkpoint is kept."""
+        # Optuna has no public way from a FrozenTrial to the live Trial that report() and tell() take.
+        run = self._prepared(optuna.Trial(self.study, frozen._trial_id), frozen.intermediate_values)
+        say(f"trial {frozen.number} was interrupted; it continues from its last checkpoint")
+        return run
+
+    def _prepared(self, trial: optuna.Trial, reported: dict) -> RunningTrial:
+        directory = self.sweep_dir / f"trial_{trial.number}"
+        channel = self.placement.channel(f"sweep-{self.study.study_name}-trial-{trial.number}", directory)
+        run = RunningTrial(trial, directory, channel, port=0)
+        run.reported = set(reported)
+        if reported:
+            run.last_value = reported[max(reported)]
+        return run
+
+    def _start(self, run: RunningTrial) -> None:
+        trials.wait_for_earlier_process(run.directory)
+        run.port = trials.free_port({other.port for other in self.running})
+        run.placed = self.placement.take()
+        run.process = trials.start(self._arguments(run), run.directory, run.port)
+        self.running.append(run)
+        say(f"trial {run.trial.number} started: {_shown(run.trial.params)} (log: {run.directory / trials.LOG})")
+
+    def _arguments(self, run: RunningTrial) -> list[str]:
+        channel = {"channel": str(run.channel.channel), "metric": self.options.metric, "driver_pid": os.getpid()}
+        if run.channel.transport is not None:
+            channel["transport"] = run.channel.transport
+        reporter = {"class_path": "trainrig.sweeps.pruning.ReportToDriver", "init_args": channel}
+        arguments = ["--config", str(self.base_config), *as_overrides(run.trial.params)]
+        arguments += self.logging.arguments(self.sweep_dir, run.directory, self.study.study_name)
+        arguments += ["--ckpt_path", "last"]
+        arguments += ["--trainer.callbacks+", json.dumps(reporter), *run.placed]
+        return arguments
+
+    def _poll(self, run: RunningTrial) -> None:
+        self._read_reports(run)
+        if self.stopping:
+            trials.stop(run.process)  # also a trial started while the stop signal arrived
+        exit_code = run.process.poll()
+        if exit_code is None:
+            return
+        if exit_code < 0:  # killed by a signal before it could handle one: report it as a shell does
+            exit_code = 128 - exit_code
+        self._read_reports(run)
+        self.running.remove(run)
+        self.placement.give_back(run.placed)
+        number = run.trial.number
+        if exit_code == 0 and run.pruned:
+            self.study.tell(run.trial, state=STATE.PRUNED)
+            say(f"trial {number} pruned at step {max(run.reported)}")
+        elif exit_code == 0 and run.last_value is not None:
+            self.study.tell(run.trial, run.last_value)
+            say(f"trial {number} finished: {self.options.metric} {run.last_value:.6g}")
+        elif exit_code == 0:
+            self._fail(run, f"it logged no {self.options.metric}; set --sweep.metric to a metric validation logs")
+        elif self.stopping and exit_code in RESTARTABLE:
+            say(f"trial {number} stopped with a checkpoint")
+        elif exit_code in RESTARTABLE and run.restarts < self.options.max_restarts:
+            run.restarts += 1
+            say(f"trial {number} stopped ({trials.failure_cause(run.directory, exit_code)}); restart {run.restarts}")
+            self._start(run)
+        else:
+            self._fail(run, trials.failure_cause(run.directory, exit_code))
+
+    def _read_reports(self, run: RunningTrial) -> None:
+        for step, value in run.channel.new_reports():
+            prune = False
+            if step not in run.reported:
+                run.trial.report(value, step)
+                run.reported.add(step)
+                prune = run.trial.should_prune()
+            run.last_value = value
+            run.pruned = run.channel.decide(step, prune) or run.pruned
+
+    def _fail(self, run: RunningTrial, cause: str) -> None:
+        run.trial.set_user_attr("fail_reason", cause)
+        self.study.tell(run.trial, state=STATE.FAIL)
+        say(f"trial {run.trial.number} failed: {cause}")
+
+
+def say(message: str) -> None:
+    print(f"sweep: {message}", file=sys.stderr, flush=True)
+
+
+def _shown(params: dict) -> str:
+    return ", ".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in params.items())
