@@ -18,6 +18,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from datamodules import model_arguments
 from trainrig.errors import UserInputError, find_user_error, lost_peer, one_line
+from trainrig.errors.moved import class_paths, moved_path_error
 from trainrig.errors.options import ShortErrorParser
 from trainrig.loggers.model_summary import without_empty_flops
 from trainrig.loggers.run_config import SaveConfigToLoggers
@@ -71,6 +72,7 @@ class TemplateCLI(LightningCLI):
             return
         args = sys.argv[1:] if args is None else args
         self.config = parser.parse_args(with_class_paths(args))
+        check_no_moved_class_path(self.config)
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand is None:
@@ -113,6 +115,13 @@ class TemplateCLI(LightningCLI):
             self.subcommand = None
             return
         super().instantiate_classes()
+
+
+def check_no_moved_class_path(config) -> None:
+    """A config written before the machinery moved into trainrig/ fails with the new path, not an import error."""
+    for path in class_paths(config.as_dict()):
+        if (problem := moved_path_error(path)) is not None:
+            raise UserInputError(problem)
 
 
 def run(args: list[str] | None = None) -> None:

@@ -3,7 +3,7 @@ each example's own mistakes are in test_bad_input_<example>.py)."""
 
 import pytest
 
-from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli, small_run_args
+from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, run_cli, small_run_args
 from tests.helpers.user_errors import failing_run
 
 
@@ -71,3 +71,33 @@ def test_predict_from_a_missing_checkpoint(tmp_path, capsys):
     missing = tmp_path / "nope.ckpt"
     error = failing_run(capsys, "predict", small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--ckpt_path", str(missing)])
     assert error == f"error: checkpoint {missing} does not exist; set --ckpt_path to a saved .ckpt file\n"
+
+
+def test_a_config_written_before_the_move_names_the_new_class_path(tmp_path, capsys):
+    """A user's config from before the machinery moved into trainrig/ names its old path; the error names the new one
+    and nothing is written."""
+    old_config = tmp_path / "old.yaml"
+    old_config.write_text(
+        (ROOT / "configs" / EXAMPLE_CONFIGS[0]).read_text().replace("trainrig.resume.", "resume."), encoding="utf-8"
+    )
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--config", str(old_config)]
+    error = failing_run(capsys, "fit", args)
+    assert error == (
+        "error: resume.csv_logger.ContinuingCSVLogger has moved to trainrig.resume.csv_logger.ContinuingCSVLogger (the"
+        " template's machinery lives in trainrig/ now): change it in your config\n"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["old.yaml"]
+
+
+@pytest.mark.parametrize("with_options", [False, True])
+def test_a_strategy_named_by_its_old_class_path_names_the_new_one(tmp_path, capsys, with_options):
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path, None, "--trainer.strategy", "strategy_flag.Nothing")
+    if with_options:  # a class path with options is read by the parser, which cannot import it
+        args = small_run_args(
+            EXAMPLE_CONFIGS[0], tmp_path, None, "--trainer.strategy", "strategies.pipeline.PipelineStrategy"
+        ) + ["--trainer.strategy.init_args.microbatches", "2"]
+        expected = "strategies.pipeline.PipelineStrategy has moved to trainrig.strategies.pipeline.PipelineStrategy"
+    else:
+        expected = "strategy_flag.Nothing has moved to trainrig.strategies.flag.Nothing"
+    error = failing_run(capsys, "fit", args)
+    assert error.startswith(f"error: {expected} (") and error.count("\n") == 1

@@ -8,10 +8,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import dask
 from distributed import Client, Event, LocalCluster
 from distributed.security import Security
 
-import dask
 from trainrig.dask import DaskOptions
 from trainrig.errors import UserInputError, one_line
 from trainrig.resume.preemption import STOP_SIGNALS, restore_handlers

@@ -15,6 +15,8 @@ from typing import NoReturn
 from jsonargparse import ArgumentParser
 from lightning.pytorch.cli import LightningArgumentParser
 
+from trainrig.errors.moved import moved_class_path_error
+
 MAX_LINES = 10
 UNKNOWN_ARGUMENTS = re.compile(r"unrecognized arguments: (?P<given>.+)")
 UNKNOWN_CONFIG_KEY = re.compile(r"does not accept option '(?P<key>[^']+)'")
@@ -39,7 +41,7 @@ class ShortErrorParser(LightningArgumentParser):
             super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
         command = parser.prog.replace(" [options]", "")
-        if (problem := bad_value(message)) is not None:
+        if (problem := moved_class_path_error(message) or bad_value(message)) is not None:
             lines = [f"error: {problem}"]
         else:
             first, *rest = short_message(message, parser)

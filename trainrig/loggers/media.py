@@ -1,8 +1,8 @@
 """Images and tables that callbacks log, written as files into the run's log directory.
 
-Images land as PNG grids and tables as CSV files (image cells as PNG paths) under
-`<run directory>/media/<key>/`. A logger that shows media natively gets them instead (its plugin, trainrig/registry.py), so a
-user of a plain logger loses nothing.
+Images land as PNG grids and tables as CSV files (image cells as PNG paths) under `<run directory>/media/<key>/`.
+A logger that shows media natively gets them instead (through its plugin, trainrig/registry.py), so a user of a
+plain logger loses nothing.
 """
 
 import csv

@@ -25,6 +25,7 @@ def log_images(logger, key: str, images: torch.Tensor, caption: str) -> None:
 
 def log_table(logger, key: str, columns: list[str], rows: list[list], artifact_type: str | None) -> None:
     import wandb
+
     from trainrig.loggers.media import displayable
 
     data = [
