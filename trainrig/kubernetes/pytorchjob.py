@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from trainrig.errors import UserInputError
-from trainrig.strategies.flag import TIMEOUT_FLAG, parse_timeout, strategy_class
+from trainrig.strategies.flag import STRATEGY_FLAG, TIMEOUT_FLAG, flag_values, parse_timeout, strategy_class
 
 IMAGE_WORKDIR = "/workspace"  # the Dockerfile's WORKDIR: relative paths in the command resolve against it
 CONTAINER_NAME = "pytorch"  # the operator only wires up the container with this name
@@ -42,7 +42,6 @@ KUBEFLOW_ENVIRONMENT = "lightning.fabric.plugins.environments.KubeflowEnvironmen
 DDP_STRATEGY = "lightning.pytorch.strategies.DDPStrategy"
 ELASTIC_DDP_STRATEGY = "trainrig.kubernetes.elastic.ElasticDDPStrategy"
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
-STRATEGY_FLAG = "--trainer.strategy"
 # How long a collective or the start-up rendezvous waits for a lost or late pod unless the overrides set
 # --trainer.strategy.init_args.timeout: minutes, not torch's 30, so the pods waiting for a lost peer give up in time.
 POD_TIMEOUT = datetime.timedelta(minutes=5)
@@ -222,6 +221,8 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
         )
     volume_claims = tuple(_volume_claim(value) for value in args.pvc)
     strategy, overrides = _strategy_override(overrides)
+    for timeout in flag_values(list(overrides), TIMEOUT_FLAG)[0]:
+        parse_timeout(timeout)
     for override in overrides:
         flag = override.split("=", 1)[0].rstrip("+")
         if flag in DERIVED_TRAINER_FLAGS:
@@ -229,8 +230,6 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
                 f"{flag} is set from --workers, --gpus-per-pod, --nproc-per-node and --accelerator; do not "
                 "override it after `--`"
             )
-        if flag == TIMEOUT_FLAG:
-            parse_timeout(override.split("=", 1)[1] if "=" in override else _value_after(overrides, override))
         if flag == RESUME[0]:
             raise UserInputError(
                 f"{flag} is set to `last` so that a restarted pod continues the run; do not override it after `--`"
@@ -277,33 +276,18 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     return request, args.output
 
 
-def _value_after(overrides: tuple[str, ...], flag: str) -> str:
-    at = overrides.index(flag) + 1
-    return overrides[at] if at < len(overrides) else ""
-
-
 def _strategy_override(overrides: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
     """`--trainer.strategy NAME` taken out of the overrides (the manifest places it), when it names a model-parallel
-    strategy of `strategies/`; DDP, the default, and any other strategy are refused, as the pod shape sets them."""
-    rest, strategy = [], None
-    at = 0
-    while at < len(overrides):
-        flag, equals, value = overrides[at].partition("=")
-        if flag != STRATEGY_FLAG:
-            rest.append(overrides[at])
-            at += 1
-            continue
-        if not equals:
-            at += 1
-            value = overrides[at] if at < len(overrides) else ""
-        at += 1
+    strategy of `trainrig/strategies/`; DDP, the default, and any other strategy are refused, as the pod shape sets
+    them."""
+    strategies, rest = flag_values(list(overrides), STRATEGY_FLAG)
+    for value in strategies:
         if _model_parallel_strategy(value) is None:
             raise UserInputError(
                 f"{STRATEGY_FLAG} {value!r} cannot run in the pods: DDP is set from --workers, --gpus-per-pod, "
                 "--nproc-per-node and --accelerator, and only `-- --trainer.strategy pipeline` replaces it"
             )
-        strategy = value
-    return strategy, tuple(rest)
+    return (strategies[-1] if strategies else None), tuple(rest)
 
 
 def _model_parallel_strategy(value: str) -> type | None:

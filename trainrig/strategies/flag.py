@@ -8,6 +8,7 @@ from importlib import import_module
 __all__ = [
     "STRATEGY_FLAG",
     "TIMEOUT_FLAG",
+    "flag_values",
     "parse_timeout",
     "strategy_class",
     "with_class_paths",
@@ -49,18 +50,32 @@ def with_class_paths(args: list[str]) -> list[str]:
     if not any(arg.startswith(f"{STRATEGY_FLAG}.") for arg in args):
         return list(args)
     rewritten, at = [], 0
+    for given, value in _occurrences(args, STRATEGY_FLAG):
+        rewritten += [*args[at : given.start], STRATEGY_FLAG, *_class_path_and_presets(value)]
+        at = given.stop
+    return rewritten + list(args[at:])
+
+
+def flag_values(args: list[str], flag: str) -> tuple[list[str], list[str]]:
+    """The values `args` give `flag` (as `--flag value` or `--flag=value`), and the arguments without them."""
+    occurrences = _occurrences(args, flag)
+    taken = {index for given, _ in occurrences for index in range(given.start, given.stop)}
+    return [value for _, value in occurrences], [arg for index, arg in enumerate(args) if index not in taken]
+
+
+def _occurrences(args: list[str], flag: str) -> list[tuple[range, str]]:
+    """Where `flag` is given a value in `args`: the indices of the arguments it takes, and the value. A flag that ends
+    the arguments without a value is left to the parser to report."""
+    found, at = [], 0
     while at < len(args):
         option, equals, value = args[at].partition("=")
-        if option != STRATEGY_FLAG or (not equals and at + 1 == len(args)):
-            rewritten.append(args[at])
+        if option == flag and equals:
+            found.append((range(at, at + 1), value))
+        elif option == flag and at + 1 < len(args):
+            found.append((range(at, at + 2), args[at + 1]))
             at += 1
-            continue
-        if not equals:
-            at += 1
-            value = args[at]
-        rewritten += [STRATEGY_FLAG, *_class_path_and_presets(value)]
         at += 1
-    return rewritten
+    return found
 
 
 def _class_path_and_presets(name: str) -> list[str]:
