@@ -4,7 +4,7 @@
     python benchmarks/hosts.py --only first-step [--repeats 5]
 
 The same job, the MLP example on generated shapes (one CPU thread per rank, no validation), runs as `torchrun` with
-two nodes of one process on two emulated hosts (tests/helpers/hosts.py: network namespaces on a bridge, the ranks
+two nodes of one process on two emulated hosts (trainrig/testing/hosts.py: network namespaces on a bridge, the ranks
 talking over veth pairs) and as `torchrun --standalone` with two processes on one host (loopback), the two cases
 alternating. Each run reports rank 0's median step time after warm-up steps; the table gives the medians over
 repeats and the median and range of the paired ratios. The MLP is small, so a step is mostly the all-reduce of its
@@ -32,7 +32,7 @@ from lightning.pytorch import Callback
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers.hosts import EmulatedHosts, Host, hosts_unavailable  # noqa: E402
+from trainrig.testing.hosts import EmulatedHosts, Host, hosts_unavailable  # noqa: E402
 
 WARMUP_STEPS = 5
 RUN_TIMEOUT_S = 600

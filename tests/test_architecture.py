@@ -21,6 +21,7 @@ USERS_WING = {"cli", "sweep", "models", "lightning_modules", "datamodules", "cal
 LAYERS = {
     "registry": set(),
     "errors": set(),
+    "testing": set(),
     "network": {"errors"},
     "strategies": {"errors"},
     "resume": {"errors", "registry"},

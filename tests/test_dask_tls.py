@@ -1,4 +1,4 @@
-"""A job on an existing Dask cluster over TLS across emulated hosts (tests/helpers/hosts.py): a CA, and a certificate
+"""A job on an existing Dask cluster over TLS across emulated hosts (trainrig/testing/hosts.py): a CA, and a certificate
 and key of its own for the scheduler, each worker and the client, made here with the openssl command; the client
 takes its TLS settings from Dask's configuration (environment variables). A client whose certificate another CA
 signed is refused.
@@ -9,10 +9,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.helpers.hosts import EmulatedHosts, Host
 from tests.helpers.installed import installed_python
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, read_metrics, small_run_args
+from trainrig.testing.hosts import EmulatedHosts, Host
 
 SCHEDULER_PORT = 8786
 RUN_TIMEOUT_S = 180

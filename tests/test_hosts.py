@@ -1,4 +1,4 @@
-"""The emulated-hosts harness (tests/helpers/hosts.py): hosts reach each other and nothing else, and leave nothing."""
+"""The emulated-hosts harness (trainrig/testing/hosts.py): hosts reach each other and nothing else, leave nothing."""
 
 import signal
 import socket
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT
-from tests.helpers.hosts import NETNS_CONFIG, EmulatedHosts, remove_leftovers
 from tests.helpers.run_if import run_if
+from trainrig.testing.hosts import NETNS_CONFIG, EmulatedHosts, remove_leftovers
 
 LISTEN = textwrap.dedent(
     """
@@ -95,7 +95,7 @@ def test_a_killed_harness_is_cleaned_up_by_the_next():
     script = (
         "import os, signal, sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from tests.helpers.hosts import EmulatedHosts\n"
+        "from trainrig.testing.hosts import EmulatedHosts\n"
         "hosts = EmulatedHosts(1).__enter__()\n"
         "print(hosts.tag, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"

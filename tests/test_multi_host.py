@@ -1,4 +1,4 @@
-"""One job across machines, on emulated hosts (tests/helpers/hosts.py), started with the commands the docs give for
+"""One job across machines, on emulated hosts (trainrig/testing/hosts.py), started with the commands the docs give for
 several machines.
 
 Every host runs the project from its installed wheel (tests/helpers/installed.py) in its own working directory,
@@ -17,7 +17,6 @@ from pathlib import Path
 
 import torch
 
-from tests.helpers.hosts import EmulatedHosts, Host
 from tests.helpers.installed import installed_python
 from tests.helpers.multi_host_runs import (
     DDP_TIMEOUT,
@@ -32,6 +31,7 @@ from tests.helpers.multi_host_runs import (
 )
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
+from trainrig.testing.hosts import EmulatedHosts, Host
 
 
 @run_if(emulated_hosts=True)

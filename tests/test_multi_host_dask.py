@@ -9,7 +9,6 @@ import time
 import pytest
 import torch
 
-from tests.helpers.hosts import EmulatedHosts
 from tests.helpers.installed import installed_python
 from tests.helpers.multi_host_runs import (
     RUN_TIMEOUT_S,
@@ -22,6 +21,7 @@ from tests.helpers.multi_host_runs import (
 )
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
+from trainrig.testing.hosts import EmulatedHosts
 
 
 @run_if(emulated_hosts=True)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import torch
 
-from tests.helpers.hosts import EmulatedHosts
 from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
 from tests.helpers.multi_host_runs import (
     RENDEZVOUS_PORT,
@@ -18,6 +17,7 @@ from tests.helpers.multi_host_runs import (
 )
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, small_run_args
+from trainrig.testing.hosts import EmulatedHosts
 
 
 @run_if(emulated_hosts=True)

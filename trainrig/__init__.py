@@ -12,5 +12,6 @@ One sub-package or module per concern, each below the ones that use it (tests/te
 - `loggers`: what a run writes and shows besides checkpoints (its config, media, the model summary);
 - `dask`, `kubernetes`: launchers and schedulers, which only start processes that run the same job;
 - `wandb`: Weights & Biases monitoring;
-- `sweeps`: hyper-parameter sweeps whose trials are ordinary runs.
+- `sweeps`: hyper-parameter sweeps whose trials are ordinary runs;
+- `testing`: emulated hosts on one machine, for the tests and benchmarks of jobs across machines.
 """

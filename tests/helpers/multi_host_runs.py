@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from tests.helpers.hosts import EmulatedHosts, Host
 from tests.helpers.installed import installed_python
 from tests.helpers.runs import ROOT, read_metrics, small_run_args
+from trainrig.testing.hosts import EmulatedHosts, Host
 
 RUN_TIMEOUT_S = 240
 RENDEZVOUS_PORT = 29400

@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from tests.helpers.hosts import hosts_unavailable
+from trainrig.testing.hosts import hosts_unavailable
 
 __all__ = ["run_if"]
 
