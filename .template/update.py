@@ -8,20 +8,34 @@
 commit, and the answers given. This regenerates the project with those answers at that commit and
 at the new one, and applies the difference between the two to this git repository as a three-way
 merge (`git apply --3way`): your edits stay, the template's land beside them, and a line both
-changed becomes a conflict, marked in the file and listed, never silently overwritten. Nothing is
-committed: review with `git diff --cached`, then commit. Needs cookiecutter 2.4 or newer (dev extra).
+changed becomes a conflict, marked in the file and listed, never silently overwritten. A file the
+template moved arrives as a rename, your edits to it included. Nothing is committed: review with
+`git diff --cached`, then commit. Needs cookiecutter 2.4 or newer (dev extra).
+
+Every run, one with nothing to merge included, ends by listing the values in the project's YAML files
+that name a module the template moved (trainrig/errors/moved.py), one `file:line: old -> new` each;
+it changes none of them. After the update that brought trainrig/, run the script once more: the copy
+that ran that update is the older one, which has no such list.
 """
 
 import argparse
 import json
 import os
+import re
+import runpy
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import yaml
+
 PROJECT = Path(__file__).resolve().parent.parent
 RECORD = PROJECT / ".template" / "source.json"
+# The template's table of the modules it moved; a project generated before the move has none.
+MOVED_TABLE = Path("trainrig", "errors", "moved.py")
+# A value that can name code; a lone word (`resume`, `errors`) is a setting, whatever module once had the name.
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
 
 class UpdateError(Exception):
@@ -62,33 +76,94 @@ def update(template: str, target: str | None) -> None:
             "the project was generated from a folder that is no git repository, so no template commit was recorded"
         )
     git("rev-parse", "--git-dir")
-    if git("status", "--porcelain"):
-        raise UpdateError("the work tree has uncommitted changes: commit or stash them first")
     with tempfile.TemporaryDirectory(prefix="template-update-") as scratch_name:
         scratch = Path(scratch_name)
         clone = scratch / "template"
         git("clone", "-q", template.removeprefix("git+"), str(clone), cwd=scratch)
         new = git("rev-parse", f"{target or 'HEAD'}^{{commit}}", cwd=clone)
-        if new == record["commit"]:
+        if new == record["commit"]:  # a second run right after an update, still uncommitted, only checks the configs
             print(f"already at template commit {new[:12]}")
+            report_moved_modules()
             return
+        if git("status", "--porcelain"):
+            raise UpdateError("the work tree has uncommitted changes: commit or stash them first")
         old_tree = tree_of(generate(clone, record["commit"], record["answers"], scratch / "old"), scratch)
         new_tree = tree_of(generate(clone, new, record["answers"], scratch / "new"), scratch)
+        # -M: a file the template moved is a rename, so the three-way merge carries this project's edits to its new
+        # place; as a deletion of a file the project edited it would not apply. diff-tree, unlike `git diff`, reads
+        # none of the user's diff settings (diff.renames, diff.noprefix, an external diff).
         patch = subprocess.run(
-            ["git", "diff", "--binary", old_tree, new_tree], cwd=PROJECT, capture_output=True, check=True
+            ["git", "diff-tree", "-p", "-M", "--binary", old_tree, new_tree],
+            cwd=PROJECT,
+            capture_output=True,
+            check=True,
         ).stdout
         applied = subprocess.run(["git", "apply", "--3way", "--index"], cwd=PROJECT, input=patch, capture_output=True)
     conflicts = git("diff", "--name-only", "--diff-filter=U").split()
     if applied.returncode != 0 and not conflicts:
-        raise UpdateError(f"the template changes do not apply: {applied.stderr.decode().strip()}")
+        problems = [
+            line.removeprefix("error: ") for line in applied.stderr.decode().splitlines() if line.startswith("error:")
+        ]
+        raise UpdateError(f"the template changes do not apply: {'; '.join(problems)}")
     RECORD.write_text(json.dumps({**record, "commit": new}, indent=2) + "\n")
     git("add", str(RECORD.relative_to(PROJECT)))
     if conflicts:
+        report_moved_modules()
         sys.exit(
             f"error: template changes {record['commit'][:12]}..{new[:12]} conflict with this project's edits in "
             f"{', '.join(conflicts)}: resolve the marked lines, `git add` the files, then commit"
         )
     print(f"merged template changes {record['commit'][:12]}..{new[:12]}; review with `git diff --cached`, then commit")
+    report_moved_modules()
+
+
+def report_moved_modules() -> None:
+    """Print each value in the project's YAML files that names a module the template moved, with its new name.
+
+    The merge has changed the template's own configs; the project's own are listed, not rewritten behind the user's
+    back. Prints nothing in a project from before the move, which has no table.
+    """
+    table = PROJECT / MOVED_TABLE
+    if not table.is_file():
+        return
+    new_path = runpy.run_path(str(table))["new_path"]
+    found, files = 0, set()
+    # Tracked and new files, each once: git lists a conflicted file several times.
+    listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.yaml", "*.yml")
+    for relative in dict.fromkeys(listed.split("\0")):
+        if not relative or not (PROJECT / relative).is_file():
+            continue
+        try:
+            documents = list(yaml.compose_all((PROJECT / relative).read_text(), Loader=yaml.SafeLoader))
+        except yaml.MarkedYAMLError as error:
+            print(f"{relative}:{error.problem_mark.line + 1}: not checked, not valid YAML: {error.problem}")
+            continue
+        except (yaml.YAMLError, UnicodeDecodeError):
+            print(f"{relative}: not checked, not valid YAML")
+            continue
+        for node in (value for document in documents for value in string_values(document)):
+            if DOTTED_NAME.fullmatch(node.value) and (moved := new_path(node.value)) is not None:
+                print(f"{relative}:{node.start_mark.line + 1}: {node.value} -> {moved}")
+                found, files = found + 1, files | {relative}
+    if found:
+        print(
+            f"{found} value(s) in {len(files)} YAML file(s) name modules the template moved ({MOVED_TABLE.as_posix()}):"
+            " change them as shown"
+        )
+    else:
+        print("no YAML file names a module the template moved")
+
+
+def string_values(node: yaml.Node | None):
+    """The scalar values under a composed YAML node, in document order; mapping keys are no values."""
+    if isinstance(node, yaml.ScalarNode):
+        yield node
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from string_values(item)
+    elif isinstance(node, yaml.MappingNode):
+        for _, value in node.value:
+            yield from string_values(value)
 
 
 def main() -> None:

@@ -164,7 +164,7 @@ PATHS = {
     "sweep and cnn": ["configs/sweeps/cnn.yaml"],
     "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
     "sweep and dask": ["trainrig/sweeps/dask_trials.py", "trainrig/sweeps/placements/dask.py"],
-    "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py"],
+    "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py", "tests/test_template_update.py"],
 }
 
 # Root values replaced by the answers; each must occur in its file, so changing one at the root without

@@ -14,7 +14,14 @@ from tests.helpers.runs import ROOT
 
 ENTRY_POINT = ROOT / "cli.py"
 MACHINERY = ROOT / "trainrig"
-USERS_WING = {"cli", "sweep", "models", "lightning_modules", "datamodules", "callbacks"}
+USERS_WING = {
+    "cli",
+    "sweep",  # cookiecutter: only with sweep
+    "models",
+    "lightning_modules",
+    "datamodules",
+    "callbacks",
+}
 
 # What each concern of trainrig may import of the others, the lowest first: a concern imports only concerns listed
 # before it (a new concern fails test_every_concern_has_its_place until it is placed here).
@@ -26,10 +33,10 @@ LAYERS = {
     "strategies": {"errors"},
     "resume": {"errors", "registry"},
     "loggers": {"registry", "resume"},
-    "wandb": {"loggers"},
-    "kubernetes": {"errors", "strategies"},
-    "dask": {"errors", "registry", "resume", "strategies"},
-    "sweeps": {"errors", "resume"},
+    "wandb": {"loggers"},  # cookiecutter: only with wandb
+    "kubernetes": {"errors", "strategies"},  # cookiecutter: only with kubernetes
+    "dask": {"errors", "registry", "resume", "strategies"},  # cookiecutter: only with dask
+    "sweeps": {"errors", "resume"},  # cookiecutter: only with sweep
 }
 
 

@@ -14,9 +14,18 @@ from tests.helpers.installed import ROOT, built_wheel, installed_python
 
 USERS_WING = ("models", "lightning_modules", "datamodules", "callbacks")
 MACHINERY = "trainrig"
-ENTRY_POINTS = ("cli", "sweep")
+ENTRY_POINTS = (
+    "cli",
+    "sweep",  # cookiecutter: only with sweep
+)
 # Folders of modules that only development and the template use: never installed.
-DEVELOPMENT_ONLY = ("tests", "benchmarks", "scripts", "hooks", "templating")
+DEVELOPMENT_ONLY = (
+    "tests",
+    "benchmarks",
+    "scripts",
+    "hooks",
+    "templating",  # cookiecutter: only with template
+)
 IMPORT_TIMEOUT_S = 180
 
 

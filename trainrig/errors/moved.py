@@ -13,15 +13,15 @@ MOVED_MODULES = {
     "resume": "trainrig.resume",
     "strategies": "trainrig.strategies",
     "strategy_flag": "trainrig.strategies.flag",
-    "launchers.dask": "trainrig.dask",
-    "cli_extensions.dask": "trainrig.dask.plugin",
-    "cli_extensions.wandb": "trainrig.wandb.plugin",
+    "launchers.dask": "trainrig.dask",  # cookiecutter: only with dask
+    "cli_extensions.dask": "trainrig.dask.plugin",  # cookiecutter: only with dask
+    "cli_extensions.wandb": "trainrig.wandb.plugin",  # cookiecutter: only with wandb
     "cli_extensions": "trainrig.registry",
-    "logger_extensions.wandblogger": "trainrig.wandb.plugin",
+    "logger_extensions.wandblogger": "trainrig.wandb.plugin",  # cookiecutter: only with wandb
     "logger_extensions": "trainrig.registry",
     "cluster_network": "trainrig.network",
-    "cluster": "trainrig.kubernetes",
-    "sweeps": "trainrig.sweeps",
+    "cluster": "trainrig.kubernetes",  # cookiecutter: only with kubernetes
+    "sweeps": "trainrig.sweeps",  # cookiecutter: only with sweep
     "callbacks.media": "trainrig.loggers.media",
     "callbacks.config_to_loggers": "trainrig.loggers.run_config",
     "callbacks.model_summary": "trainrig.loggers.model_summary",
