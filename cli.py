@@ -6,6 +6,7 @@ optional parts add their options, or run the job elsewhere, through their plugin
 """
 
 import gc
+import importlib
 import inspect
 import logging
 import signal
@@ -73,6 +74,8 @@ class TemplateCLI(LightningCLI):
         args = sys.argv[1:] if args is None else args
         self.config = parser.parse_args(with_class_paths(args))
         check_no_moved_class_path(self.config)
+        if (subcommand := self.config.get("subcommand")) is not None:
+            check_model_arguments_are_linked(self.config[subcommand].data)
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand is None:
@@ -115,6 +118,21 @@ class TemplateCLI(LightningCLI):
             self.subcommand = None
             return
         super().instantiate_classes()
+
+
+def check_model_arguments_are_linked(data) -> None:
+    """A datamodule outside datamodules/ may list `model_arguments`, but no link was made for them: say so, rather
+    than train a model that silently kept its own default."""
+    if data is None or not isinstance(data.get("class_path"), str):
+        return
+    module, _, name = data.class_path.rpartition(".")
+    data_class = getattr(importlib.import_module(module), name)  # the parser imported it already
+    unlinked = [name for name in getattr(data_class, "model_arguments", ()) if name not in DATA_TO_MODEL_LINKS]
+    if unlinked:
+        raise UserInputError(
+            f"{data.class_path}.model_arguments lists {', '.join(unlinked)}, but cli.py links model arguments only "
+            "for the datamodules in datamodules/: move the class there"
+        )
 
 
 def check_no_moved_class_path(config) -> None:

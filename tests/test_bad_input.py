@@ -101,3 +101,22 @@ def test_a_strategy_named_by_its_old_class_path_names_the_new_one(tmp_path, caps
         expected = "strategy_flag.Nothing has moved to trainrig.strategies.flag.Nothing"
     error = failing_run(capsys, "fit", args)
     assert error.startswith(f"error: {expected} (") and error.count("\n") == 1
+
+
+def test_a_datamodule_outside_datamodules_with_unlinked_model_arguments_says_where_it_belongs(
+    tmp_path, capsys, monkeypatch
+):
+    """cli.py links the `model_arguments` of the datamodules in datamodules/; one elsewhere that names others would
+    leave the model on its defaults without a word."""
+    (tmp_path / "elsewhere.py").write_text(
+        "from lightning.pytorch import LightningDataModule\n\n\n"
+        "class ElsewhereData(LightningDataModule):\n"
+        '    model_arguments = ("vocabulary_of_elsewhere",)\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--data", "elsewhere.ElsewhereData"]
+    error = failing_run(capsys, "fit", args)
+    assert error == (
+        "error: elsewhere.ElsewhereData.model_arguments lists vocabulary_of_elsewhere, but cli.py links model"
+        " arguments only for the datamodules in datamodules/: move the class there\n"
+    )

@@ -29,7 +29,7 @@ from tests.helpers.strategy_runs import (
     optimizer_tensors,
     run_ok,
 )
-from trainrig.strategies import PipelineStrategy
+from trainrig.strategies.pipeline import PipelineStrategy
 
 SETTINGS = """
 trainer:
