@@ -32,7 +32,7 @@ from trainrig.resume.moved_checkpoints import MovedCheckpoints
 from trainrig.resume.random_state import RandomState
 from trainrig.resume.replaced_settings import ReplacedSettings
 from trainrig.resume.torchrun_restarts import separate_restart_attempts
-from trainrig.strategies.flag import with_class_paths
+from trainrig.strategies.flag import with_class_paths  # the package registers its strategies by name
 
 LOST_PEER_EXIT_CODE = 128 + signal.SIGABRT
 
