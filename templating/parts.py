@@ -164,7 +164,14 @@ PATHS = {
     "sweep and cnn": ["configs/sweeps/cnn.yaml"],
     "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
     "sweep and dask": ["trainrig/sweeps/dask_trials.py", "trainrig/sweeps/placements/dask.py"],
-    "template": ["docs/template.md", "templating", "tests/test_cookiecutter.py", "tests/test_template_update.py"],
+    "template": [
+        "docs/template.md",
+        "templating",
+        "tests/test_cookiecutter.py",
+        "tests/test_template_update.py",
+        "tests/test_checkpoints_across_the_move.py",
+        "tests/helpers/template_history.py",
+    ],
 }
 
 # Root values replaced by the answers; each must occur in its file, so changing one at the root without

@@ -21,11 +21,12 @@ from cookiecutter.main import cookiecutter
 from templating.build import export
 from tests.helpers import ROOT
 from tests.helpers.examples import shrink_args
+from tests.helpers.template_history import BEFORE_THE_MOVE, skip_without
 
 # Measured 17 s in pytest (22 s wall) on 2 shared CPU cores; the limit stops a hung git or run.
 pytestmark = pytest.mark.timeout(300)
 
-OLD = "0ee2da9"  # the template before the machinery moved into trainrig/
+OLD = BEFORE_THE_MOVE
 ANSWERS = {"cnn": "no", "lstm": "no", "mlp": "yes", "dask": "no", "wandb": "no", "kubernetes": "no", "sweep": "no"}
 # Git without this machine's settings (what the old script does depends on diff.renames), and a committer.
 GIT_ENV = {
@@ -109,8 +110,7 @@ class Setup:
 
 @pytest.fixture(scope="module")
 def module_setup(tmp_path_factory) -> Setup:
-    if run(["git", "cat-file", "-e", f"{OLD}^{{commit}}"], ROOT).returncode != 0:
-        pytest.skip(f"needs the git history down to template commit {OLD} (CI checks out with fetch-depth: 0)")
+    skip_without(OLD)
     return Setup(tmp_path_factory.mktemp("update"))
 
 
