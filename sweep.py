@@ -8,6 +8,7 @@ them once (`--print_config`) into `base.yaml`. One Optuna driver samples each tr
 
 import dataclasses
 import sys
+from pathlib import Path
 
 import yaml
 from jsonargparse import ArgumentParser
@@ -15,6 +16,8 @@ from jsonargparse import ArgumentParser
 from trainrig.errors import UserInputError, one_line
 from trainrig.sweeps.placements import options_class
 
+# What every trial runs: this project's entry point, beside this one.
+CLI = Path(__file__).resolve().with_name("cli.py")
 # The sweep section's options (with those of the parts the project has).
 SweepOptions = options_class()
 OWN_FLAGS = ("-h", "--help")
@@ -62,7 +65,7 @@ def main(arguments: list[str] | None = None) -> None:
     from trainrig.sweeps.run import run_sweep  # Optuna and the trial machinery, only once there is a sweep to run
 
     try:
-        run_sweep(options, training)
+        run_sweep(options, CLI, training)
     except UserInputError as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         sys.exit(2)

@@ -1,7 +1,10 @@
 """The Dask launcher on real LocalClusters with two worker processes: same losses as DDP, results on the client,
 bad options refused before any cluster starts."""
 
+import copy
+import dataclasses
 import logging
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +15,7 @@ import yaml
 from tests.helpers.dask_runs import SUBPROCESS_ENV, losses, start_lightning_launched, wait_for_success
 from tests.helpers.examples import heavy
 from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, run_cli, small_run_args
+from trainrig.dask.description import Attempt, describe_run
 
 PROBE_IMPORTS = """
 import sys
@@ -47,6 +51,37 @@ def test_options_that_cannot_work_fail_before_any_cluster_starts(tmp_path, shape
             run_cli("fit", [*args, *extra])
         assert exit_info.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_run_is_described_once_frozen_with_its_run_named_and_the_parsed_config_left_as_it_was(
+    tmp_path, shapes_root, monkeypatch
+):
+    launched = []
+    monkeypatch.setattr("trainrig.dask.launch.launch", lambda *arguments: launched.append(arguments))
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path, shapes_root, "--dask.n_workers", "2")
+    run_cli("fit", [*args, "--dask.checkpoint_dir", str(tmp_path / "shared")])
+    ((job, subcommand, resolved),) = launched
+    experiment = tmp_path / resolved["trainer"]["logger"]["init_args"]["name"]
+    (experiment / "version_0").mkdir(parents=True)  # an earlier run: this one is the next version
+    parsed = copy.deepcopy(resolved)
+
+    description = describe_run(job, subcommand, resolved)
+
+    assert resolved == parsed, "describing the run changed the parsed config"
+    assert description.config["trainer"]["logger"]["init_args"]["version"] == 1
+    assert "dask" not in description.config, "a rank launches nothing"
+    assert description.shared_dir == tmp_path / "shared" / experiment.name / "version_1" / "checkpoints"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        description.subcommand = "test"
+    with pytest.raises(TypeError):
+        description.config["trainer"]["logger"]["init_args"]["version"] = 2
+    attempt = Attempt(0, world_size=2, main_address="127.0.0.1", main_port=1, topic="run", checkpoint_queue="files")
+    sent = pickle.loads(pickle.dumps(dataclasses.replace(description, attempt=attempt)))  # as a worker gets it
+    assert sent.config == description.config and sent.attempt == attempt and description.attempt is None
+    config = sent.rank_config(tmp_path / "rank", plugins=[], callbacks=[], checkpoint_file=None)
+    assert config["trainer"]["num_nodes"] == 2 and config["trainer"]["logger"]["init_args"]["version"] == 1
+    config["trainer"]["logger"]["init_args"]["version"] = 2  # the rank's own copy
+    assert sent.config["trainer"]["logger"]["init_args"]["version"] == 1
 
 
 def fit_through_dask_matches_ddp(config: str, tmp_path: Path, shapes_root: Path, caplog) -> None:

@@ -1,9 +1,11 @@
 """The Dask launcher: the same cli.py run as DDP over the workers of a Dask cluster, one rank per worker.
 
-One module per concern: `launch` (the attempts and restarts), `cluster` (connecting, choosing workers), `ranks`
-(what each rank runs, watching and stopping them), `failures` (one line per failed rank), `run_files` (the run
-directory on the client), `worker` (what runs inside each Dask worker). cli.py imports this package on every start
-for the `dask` options, so it stays light: Dask itself is imported only by those modules, when a run asks for it.
+One module per concern, on the client: `launch` (the attempts and restarts), `cluster` (connecting, choosing
+workers), `ranks` (watching and stopping the ranks), `failures` (one line per failed rank), `run_files` (the run
+directory on the client); on every worker: `worker` (what runs inside it); on both: `description` (the run as one
+frozen value, made once on the client: the one module that reads the parsed config's sections, and the only one the
+worker imports of the others). cli.py imports this package on every start for the `dask` options, so it stays
+light: Dask itself is imported only by those modules, when a run asks for it.
 """
 
 from dataclasses import dataclass

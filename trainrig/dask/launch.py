@@ -1,11 +1,12 @@
 """`--dask.n_workers N` / `--dask.address tcp://HOST:8786`: the same cli.py run as DDP over the workers of a Dask
 cluster.
 
-The client (this process) only parses the config. It pins one `worker.run_rank` task to each
-worker, and each task runs cli.py as one DDP rank. While they train, rank 0's epoch metrics arrive
-here as Dask events; at the end rank 0's run directory (metrics, checkpoints) comes back as bytes
-and is written to this machine's log directory. A task that raises or a worker that dies stops the
-run: the client names the rank, the worker and the cause, cancels the rest and exits non-zero.
+The client (this process) only parses the config, into the run's description (description.py), which also checks
+it. It pins one `worker.run_rank` task to each worker, with the description, and each task runs cli.py as one DDP
+rank. While they train, rank 0's epoch metrics arrive here as Dask events; at the end rank 0's run directory
+(metrics, checkpoints) comes back as bytes and is written to this machine's log directory. A task that raises or a
+worker that dies stops the attempt: the client names the rank, the worker and the cause, cancels the rest and starts
+them again from the newest checkpoint, or exits non-zero.
 """
 
 import logging
@@ -14,35 +15,20 @@ import sys
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
+from dataclasses import replace
 
 import yaml
 from distributed import Client, Event
 from distributed.comm import get_address_host
 from distributed.utils import open_port
 
-from trainrig.dask import DaskOptions
 from trainrig.dask.cluster import CLUSTER_TIMEOUT_S, chosen_workers, connected_client, stop_requests_forwarded
+from trainrig.dask.description import Attempt, RunDescription, describe_run
 from trainrig.dask.failures import RankFailure, recorded_worker_deaths
-from trainrig.dask.ranks import (
-    check_one_device_per_rank,
-    rank_run_config,
-    rank_strategy,
-    read_local_checkpoint,
-    show_metrics,
-    stop_ranks,
-    wait_for_ranks,
-)
-from trainrig.dask.run_files import CheckpointReceiver, pin_run_version, write_run_dir
-from trainrig.dask.worker import (
-    first_step_event,
-    job_reference,
-    run_rank,
-)
-from trainrig.errors import UserInputError
+from trainrig.dask.ranks import show_metrics, stop_ranks, wait_for_ranks
+from trainrig.dask.run_files import CheckpointReceiver, starting_checkpoint, write_run_dir
+from trainrig.dask.worker import run_rank
 from trainrig.resume.preemption import Preempted
-from trainrig.resume.run_directory import output_root as client_output_root
-from trainrig.resume.run_directory import run_folder
 
 log = logging.getLogger("trainrig.dask")
 log.setLevel(logging.INFO)
@@ -63,24 +49,11 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
 
     Args:
         job: the entry point each rank runs (cli.py's `run`), sent to the workers by reference.
-        resolved: the subcommand's whole parsed config as plain data, as `--print_config` shows it.
+        resolved: the subcommand's whole parsed config as plain data, as `--print_config` shows it; left as it is.
     """
-    options = DaskOptions(**resolved["dask"])
-    config_text = yaml.safe_dump(resolved, sort_keys=False)  # before the run's version is pinned below
-    check_options(options)
-    output_root = client_output_root(resolved["trainer"])
-    pin_run_version(resolved, output_root)
-    strategy = rank_strategy(resolved["trainer"].get("strategy", "auto"))
-    check_one_device_per_rank(resolved["trainer"])
-    checkpoint = read_local_checkpoint(resolved.get("ckpt_path"))
-    # The run's checkpoints in the shared directory, in the run's own folder: another run never overwrites them.
-    shared_dir = (
-        Path(options.checkpoint_dir) / run_folder(resolved["trainer"]) / "checkpoints"
-        if options.checkpoint_dir is not None
-        else None
-    )
-    if shared_dir is not None and resolved.get("ckpt_path") is not None:
-        checkpoint = resolved["ckpt_path"]  # resolved in the shared directory, which the ranks read themselves
+    description = describe_run(job, subcommand, resolved)
+    options = description.options
+    checkpoint = starting_checkpoint(description)
 
     with ExitStack() as stack:
         client, embedded = stack.enter_context(connected_client(options))
@@ -95,9 +68,9 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
         for restart in range(max_restarts + 1):
             workers = chosen_workers(client, options, ranks)
             ranks = ranks or len(workers)
-            receiver = CheckpointReceiver(client, output_root, shared_dir)
+            receiver = CheckpointReceiver(client, description.output_root, description.shared_dir)
             try:
-                results = run_attempt(job, subcommand, resolved, strategy, client, workers, checkpoint, receiver)
+                results = run_attempt(client, description, restart, workers, checkpoint, receiver)
             except RankFailure as failure:
                 cause = failure.cause(death_reasons)
                 # Failing again the same way before any training step: a restart would only repeat it.
@@ -121,76 +94,55 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
                 resumed = f"resuming at step {step}" if step is not None else "from the start: no checkpoint yet"
                 log.info(f"dask: {report}; restart {restart + 1} of {max_restarts}, {resumed}")
                 continue
-            destination = write_run_dir(results[0], output_root, config_text, receiver.metrics_bases)
+            # The config that reproduces this run is the client's as given: with its dask section, its run not named.
+            config_text = yaml.safe_dump(resolved, sort_keys=False)
+            destination = write_run_dir(results[0], description.output_root, config_text, receiver.metrics_bases)
             log.info(f"dask: rank 0's results are in {destination}")
             if any(result["preempted"] for result in results):
                 log.info(
-                    f"dask: stopped with a checkpoint in {shared_dir or destination / 'checkpoints'}; "
+                    f"dask: stopped with a checkpoint in {description.shared_dir or destination / 'checkpoints'}; "
                     "the same command with --ckpt_path last continues the run"
                 )
                 raise Preempted
             return
 
 
-def check_options(options: DaskOptions) -> None:
-    for name in ("n_workers", "min_workers"):
-        if getattr(options, name) is not None and getattr(options, name) < 1:
-            raise UserInputError(f"--dask.{name} must be at least 1, got {getattr(options, name)}")
-    if options.max_restarts is not None and options.max_restarts < 0:
-        raise UserInputError(f"--dask.max_restarts must be 0 or more, got {options.max_restarts}")
-    for name in ("min_workers", "workers"):
-        if getattr(options, name) is not None and options.address is None:
-            raise UserInputError(f"--dask.{name} applies to an existing cluster (--dask.address)")
-    if options.workers is not None:
-        if not options.workers or len(set(options.workers)) != len(options.workers):
-            raise UserInputError(f"--dask.workers must name distinct workers, got {options.workers}")
-        if options.n_workers is not None and options.n_workers != len(options.workers):
-            raise UserInputError(
-                f"--dask.n_workers {options.n_workers} disagrees with the {len(options.workers)} --dask.workers"
-            )
-
-
 def run_attempt(
-    job: Callable,
-    subcommand: str,
-    resolved: dict,
-    strategy: dict,
     client: Client,
+    description: RunDescription,
+    number: int,
     workers: list[str],
     checkpoint: bytes | str | None,
-    receiver: "CheckpointReceiver",
+    receiver: CheckpointReceiver,
 ) -> list[dict]:
-    """Run every rank once: their results, or a RankFailure with the ranks still pinned to their workers."""
+    """Run every rank once, from `checkpoint` (bytes sent to every worker, or a path in the shared directory): their
+    results, or a RankFailure with the ranks still pinned to their workers."""
     pids = client.run(os.getpid, workers=workers)
-    main_address = get_address_host(workers[0])
     main_port = client.submit(open_port, workers=[workers[0]], pure=False, allow_other_workers=False).result(
         timeout=CLUSTER_TIMEOUT_S
     )
     for rank, worker in enumerate(workers):
         log.info(f"dask: rank {rank} on worker {worker} (pid {pids[worker]})")
 
-    topic = f"lightning-dask-{uuid.uuid4().hex}"
-    client.subscribe_topic(topic, show_metrics)
-    config = rank_run_config(resolved, strategy, len(workers), topic, receiver.queue_name, receiver.shared_dir)
-    if isinstance(checkpoint, str):  # in the shared checkpoint directory, which the ranks read themselves
-        config["ckpt_path"], checkpoint = checkpoint, None
-    shipped_checkpoint = client.scatter(checkpoint, broadcast=True) if checkpoint is not None else None
-    stop_event = f"{topic}-stop"
+    attempt = Attempt(
+        number=number,
+        world_size=len(workers),
+        main_address=get_address_host(workers[0]),
+        main_port=main_port,
+        topic=f"lightning-dask-{uuid.uuid4().hex}",
+        checkpoint_queue=receiver.queue_name,
+        ckpt_path=checkpoint if isinstance(checkpoint, str) else None,  # the ranks read it in the shared directory
+    )
+    client.subscribe_topic(attempt.topic, show_metrics)
+    shipped_checkpoint = client.scatter(checkpoint, broadcast=True) if isinstance(checkpoint, bytes) else None
+    described = replace(description, attempt=attempt)
     futures = [
         client.submit(
             run_rank,
-            job_reference(job),
-            subcommand,
-            config,
+            described,
             rank,
-            len(workers),
-            main_address,
-            main_port,
             shipped_checkpoint,
-            stop_event,
-            receiver.queue_name,
-            receiver.shared_dir is None,
-            key=f"{topic}-rank{rank}",
+            key=f"{attempt.topic}-rank{rank}",
             workers=[worker],
             pure=False,
             allow_other_workers=False,
@@ -198,13 +150,13 @@ def run_attempt(
         for rank, worker in enumerate(workers)
     ]
     try:
-        with stop_requests_forwarded(client, stop_event):
+        with stop_requests_forwarded(client, attempt.stop_event):
             failed = wait_for_ranks(client, futures, workers, on_poll=receiver.receive)
         receiver.receive()
     except BaseException:  # a second Ctrl-C here must not leave ranks training on an existing cluster
         stop_ranks(client, futures, workers, cluster_closes=False)
         raise
     if failed:
-        stepped = Event(first_step_event(topic), client=client).is_set()
+        stepped = Event(attempt.first_step_event, client=client).is_set()
         raise RankFailure(client, failed, futures, workers, pids, stepped)
     return [future.result() for future in futures]

@@ -1,5 +1,5 @@
-"""The run directory on the client's machine: where it is, the checkpoints rank 0 sends while it trains, and the
-files rank 0 returns at the end."""
+"""The run directory on the client's machine: the checkpoint the run starts from, the checkpoints rank 0 sends while
+it trains, and the files rank 0 returns at the end."""
 
 import csv
 import io
@@ -10,45 +10,26 @@ from pathlib import Path
 from distributed import Client, Event, Future, Queue
 
 from trainrig.dask.cluster import CLUSTER_TIMEOUT_S
-from trainrig.dask.worker import (
-    as_list,
-)
-from trainrig.registry import logger_extension
+from trainrig.dask.description import RunDescription
 from trainrig.resume.atomic_io import write_atomically
 from trainrig.resume.checkpoint import keep_as_previous
 from trainrig.resume.csv_logger import drop_rows_from_step
-from trainrig.resume.latest import checkpoint_candidates, first_usable
-from trainrig.resume.run_directory import (
-    CONFIG_FILE,
-    METRICS_FILE,
-    RUN_FOLDERS,
-    SAVED_CONFIG,
-    config_file_to_write,
-    first_logger,
-    logger_class,
-    next_version,
-)
+from trainrig.resume.latest import checkpoint_candidates, first_usable, names_a_file
+from trainrig.resume.run_directory import CONFIG_FILE, METRICS_FILE, SAVED_CONFIG, config_file_to_write
 
 log = logging.getLogger("trainrig.dask")
 
 
-def pin_run_version(resolved: dict, output_root: Path) -> None:
-    """Fix the run's version directory before the ranks start, so checkpoints they send land in the right place and
-    every restart of the job continues the same run."""
-    loggers = as_list(resolved["trainer"].get("logger"))
-    for configured in loggers:  # a logger that names its runs gets a name every attempt continues
-        if not isinstance(configured, dict):
-            continue
-        pin_run = getattr(logger_extension(configured.get("class_path", "").rsplit(".", 1)[-1]), "pin_run", None)
-        if pin_run is not None and (pinned := pin_run(configured.setdefault("init_args", {}))):
-            log.info(f"dask: {pinned}")
-    logger = first_logger(resolved["trainer"])
-    run_argument = RUN_FOLDERS.get(logger_class(logger), (None,))[-1] if logger else None
-    if run_argument != "version":  # numbered run folders only; other loggers name their runs
-        return
-    init_args = logger.setdefault("init_args", {})
-    if init_args.get("version") is None:  # not resumed (`--ckpt_path last` sets the version it continues)
-        init_args["version"] = next_version(output_root / (init_args.get("name") or "lightning_logs"))
+def starting_checkpoint(description: RunDescription) -> bytes | str | None:
+    """Where the first attempt resumes from: the --ckpt_path itself where the ranks read the shared checkpoint
+    directory, else its bytes when it is a file on this machine, which the workers may not see; None leaves the path
+    to them."""
+    ckpt_path = description.ckpt_path
+    if description.shared_dir is not None:
+        return ckpt_path
+    if not names_a_file(ckpt_path) or not Path(ckpt_path).is_file():
+        return None
+    return Path(ckpt_path).read_bytes()
 
 
 class CheckpointReceiver:

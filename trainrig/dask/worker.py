@@ -1,14 +1,13 @@
 """The part of the Dask launcher that runs inside each Dask worker: one DDP rank of the usual cli.py run.
 
-The launcher pins one `run_rank` task to each worker. The task sets the rank's environment, points
-every output at a worker-local temporary directory and runs cli.py on the launcher's config. Rank 0
-sends its epoch metrics to the client while it trains and returns its run directory as bytes, so
-nothing relies on a filesystem shared with the client.
+The launcher pins one `run_rank` task to each worker, with the run's description (description.py). The task sets
+the rank's environment, points every output at a worker-local temporary directory and runs cli.py on the config the
+description gives this rank. Rank 0 sends its epoch metrics to the client while it trains and returns its run
+directory as bytes, so nothing relies on a filesystem shared with the client. Nothing here is the client's: it
+imports this module only to name the task.
 """
 
-import copy
 import importlib
-import multiprocessing
 import os
 import signal
 import sys
@@ -26,6 +25,7 @@ from lightning.fabric.plugins.environments import ClusterEnvironment
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
+from trainrig.dask.description import RunDescription, first_step_event
 from trainrig.resume.atomic_io import AtomicCheckpointIO
 from trainrig.resume.preemption import Preempted, install_stop_handlers, request_stop, restore_handlers
 from trainrig.resume.run_directory import METRICS_FILE
@@ -149,11 +149,6 @@ class MetricsToClient(Callback):
         )
 
 
-def first_step_event(topic: str) -> str:
-    """The Dask event rank 0 sets after the attempt's first training step."""
-    return f"{topic}-first-step"
-
-
 # How long rank 0 waits for the client to store a checkpoint before it trains on without that guarantee.
 STORED_TIMEOUT_S = 300
 
@@ -215,40 +210,27 @@ def send_small_file(queue: str, relative_path: str, data: bytes, removed: bool =
     Queue(queue, client=get_client()).put(SentFile(relative_path, data, removed=removed))
 
 
-def job_reference(job: Callable) -> str:
-    """`module:function`, importable on a worker; a job defined in the launching script is found by its file name."""
-    module = job.__module__
-    if module == "__main__":
-        module = Path(sys.modules["__main__"].__file__).stem
-    return f"{module}:{job.__qualname__}"
-
-
 def resolve_job(reference: str) -> Callable[[list[str]], None]:
     module, _, name = reference.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def run_rank(
-    job: str,
-    subcommand: str,
-    resolved: dict,
-    rank: int,
-    world_size: int,
-    main_address: str,
-    main_port: int,
-    checkpoint: bytes | None = None,
-    stop_event: str | None = None,
-    checkpoint_queue: str | None = None,
-    stream_checkpoints: bool = True,
-) -> dict:
-    """Run `job` (a `job_reference`) on `resolved` (the client's config, sent as data) as global rank `rank`; returns
-    {"preempted": bool}, and rank 0 its run directory as "run_dir", "files".
+def run_rank(description: RunDescription, rank: int, checkpoint: bytes | None = None) -> dict:
+    """Run the described job as global rank `rank` of the description's attempt; returns {"preempted": bool}, and
+    rank 0 its run directory as "run_dir", "files".
 
-    A stop request (SIGTERM or SIGINT to this worker process, or the client setting the Dask event `stop_event`)
-    makes every rank checkpoint at its next step and return with "preempted" set.
+    `checkpoint`: the bytes of the client's checkpoint the attempt resumes from, scattered to every worker once
+    rather than sent with each rank's description. A stop request (SIGTERM or SIGINT to this worker process, or the
+    client setting the attempt's stop event) makes every rank checkpoint at its next step and return with
+    "preempted" set.
     """
+    attempt = description.attempt
     os.environ.update(
-        MASTER_ADDR=main_address, MASTER_PORT=str(main_port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK="0"
+        MASTER_ADDR=attempt.main_address,
+        MASTER_PORT=str(attempt.main_port),
+        RANK=str(rank),
+        WORLD_SIZE=str(attempt.world_size),
+        LOCAL_RANK="0",
     )
     # Lightning reads the rank for its rank-zero-only logging once, at import, which may have happened in an earlier
     # task.
@@ -256,30 +238,27 @@ def run_rank(
 
     rank_zero_only.rank = rank
 
-    run_job = resolve_job(job)
-    with tempfile.TemporaryDirectory(prefix=f"dask-rank{rank}-") as workdir:
-        config = copy.deepcopy(resolved)  # the client's config as data; this rank's changes stay its own
+    run_job = resolve_job(description.job)
+    with tempfile.TemporaryDirectory(prefix=f"dask-rank{rank}-attempt{attempt.number}-") as workdir:
         output_root = Path(workdir) / OUTPUT_ROOT
-        write_outputs_under(config, output_root)
-        if checkpoint_queue is not None and stream_checkpoints and rank == 0:
-            plugin = {
-                "class_path": class_path(CheckpointsToClient),
-                "init_args": {"queue": checkpoint_queue, "output_root": str(output_root)},
-            }
-            config["trainer"]["plugins"] = [*as_list(config["trainer"].get("plugins")), plugin]
-        if multiprocessing.current_process().daemon:
-            load_data_in_process(config)
-        if checkpoint is not None:
-            config["ckpt_path"] = str(Path(workdir) / CHECKPOINT_FILE)
-            Path(config["ckpt_path"]).write_bytes(checkpoint)
+        checkpoint_file = Path(workdir) / CHECKPOINT_FILE if checkpoint is not None else None
+        if checkpoint_file is not None:
+            checkpoint_file.write_bytes(checkpoint)
+        plugins = [class_entry(DaskRankEnvironment)]
+        if description.shared_dir is None and rank == 0:  # else the checkpoints are in the shared directory
+            plugins.append(
+                class_entry(CheckpointsToClient, queue=attempt.checkpoint_queue, output_root=str(output_root))
+            )
+        callbacks = [class_entry(MetricsToClient, topic=attempt.topic, queue=attempt.checkpoint_queue)]
+        config = description.rank_config(output_root, plugins, callbacks, checkpoint_file)
         launch_config = Path(workdir) / LAUNCH_CONFIG
         launch_config.write_text(yaml.safe_dump(config, sort_keys=False))
         # LightningCLI warns when it is given `args` while the process has command-line arguments (the worker's own).
         worker_argv, sys.argv = sys.argv, sys.argv[:1]
         preempted = False
         try:
-            with forwarded_stop_requests(stop_event):
-                run_job([subcommand, "--config", str(launch_config)])
+            with forwarded_stop_requests(attempt.stop_event):
+                run_job([description.subcommand, "--config", str(launch_config)])
         except Preempted:
             preempted = True
         finally:
@@ -288,7 +267,7 @@ def run_rank(
 
 
 @contextmanager
-def forwarded_stop_requests(stop_event: str | None) -> Iterator[None]:
+def forwarded_stop_requests(stop_event: str) -> Iterator[None]:
     """Turn SIGTERM/SIGINT to this worker process, or the client's stop event, into a stop request for the training.
 
     The training runs in a task thread, where signal handlers cannot be set: they go to the main thread, which runs
@@ -319,50 +298,19 @@ def forwarded_stop_requests(stop_event: str | None) -> Iterator[None]:
                 request_stop(signal.SIGTERM)
                 finished.wait(timeout=1)
 
-    watcher = threading.Thread(target=watch, name="dask-stop-watcher", daemon=True) if stop_event else None
-    if watcher is not None:
-        watcher.start()
+    watcher = threading.Thread(target=watch, name="dask-stop-watcher", daemon=True)
+    watcher.start()
     try:
         yield
     finally:
         finished.set()
-        if watcher is not None:
-            watcher.join(timeout=5)
+        watcher.join(timeout=5)
         worker.loop.add_callback(restore_handlers, previous)
 
 
-def as_list(value) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
-
-
-def class_path(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def write_outputs_under(config: dict, output_root: Path) -> None:
-    """Point the loggers and the trainer's root dir at this worker's own directory."""
-    trainer = config.setdefault("trainer", {})
-    trainer["default_root_dir"] = str(output_root)
-    loggers = trainer.get("logger")
-    for logger in loggers if isinstance(loggers, list) else [loggers]:
-        if isinstance(logger, dict) and "save_dir" in (logger.get("init_args") or {}):
-            logger["init_args"]["save_dir"] = str(output_root)
-
-
-def load_data_in_process(config: dict) -> None:
-    """A daemonic Dask worker may not start DataLoader worker processes: load batches in the rank's own process."""
-    data_args = (config.get("data") or {}).get("init_args") or {}
-    if data_args.get("num_workers"):
-        warnings.warn(
-            "this Dask worker is a daemonic process and cannot start DataLoader workers: loading data with "
-            "num_workers=0 "
-            f"instead of {data_args['num_workers']} (start the workers with "
-            "DASK_DISTRIBUTED__WORKER__DAEMON=False to keep them)",
-            stacklevel=2,
-        )
-        data_args["num_workers"] = 0
+def class_entry(cls: type, **init_args) -> dict:
+    """The config entry from which LightningCLI builds `cls(**init_args)`."""
+    return {"class_path": f"{cls.__module__}.{cls.__qualname__}", **({"init_args": init_args} if init_args else {})}
 
 
 def collect_run_dir(output_root: Path) -> dict:

@@ -93,6 +93,7 @@ class Driver:
     def __init__(
         self,
         options: SweepOptions,
+        cli: Path,
         study: optuna.Study,
         space: dict,
         base_config: Path,
@@ -104,7 +105,7 @@ class Driver:
         Args:
             placement: where trials run and how they report; by default `trainrig.sweeps.channel.LocalPlacement`.
         """
-        self.options, self.study, self.space = options, study, space
+        self.options, self.cli, self.study, self.space = options, cli, study, space
         self.base_config, self.sweep_dir, self.logging = base_config, sweep_dir, logging
         self.placement = placement or LocalPlacement()
         self.running: list[RunningTrial] = []
@@ -165,7 +166,7 @@ class Driver:
         trials.wait_for_earlier_process(run.directory)
         run.port = trials.free_port({other.port for other in self.running})
         run.placed = self.placement.take()
-        run.process = trials.start(self._arguments(run), run.directory, run.port)
+        run.process = trials.start(self.cli, self._arguments(run), run.directory, run.port)
         self.running.append(run)
         say(f"trial {run.trial.number} started: {_shown(run.trial.params)} (log: {run.directory / trials.LOG})")
 

@@ -4,6 +4,7 @@ trials, write the results."""
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -14,12 +15,13 @@ from trainrig.sweeps.placements import trial_placement
 from trainrig.sweeps.results import write_results
 from trainrig.sweeps.space import distributions
 from trainrig.sweeps.trial_logging import trial_logging
-from trainrig.sweeps.trials import CLI
 
 
-def run_sweep(options: SweepOptions, training_arguments: list[str]) -> None:
+def run_sweep(options: SweepOptions, cli: Path, training_arguments: list[str]) -> None:
+    """Every trial runs `cli` (the project's cli.py, which the sweep's entry point hands in) with the shared training
+    arguments and its own values."""
     check_options(options)
-    base_text = resolved_training_config(training_arguments)
+    base_text = resolved_training_config(cli, training_arguments)
     base = yaml.safe_load(base_text)
     space = distributions(options.space, base)
     if options.sampler == "grid" and any(not hasattr(d, "choices") for d in space.values()):
@@ -35,7 +37,7 @@ def run_sweep(options: SweepOptions, training_arguments: list[str]) -> None:
     (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False))
     study = open_study(options, name, sweep_dir, space)
     say(f"study {name} in {options.storage or sweep_dir / 'study.journal'}: {len(study.trials)} trial(s) so far")
-    Driver(options, study, space, base_path, sweep_dir, logging, trial_placement(options, base)).run()
+    Driver(options, cli, study, space, base_path, sweep_dir, logging, trial_placement(options, base)).run()
     write_results(study, base, sweep_dir, options.metric)
 
 
@@ -48,10 +50,10 @@ def check_options(options: SweepOptions) -> None:
         raise UserInputError(f"--sweep.max_restarts must be 0 or more, got {options.max_restarts}")
 
 
-def resolved_training_config(arguments: list[str]) -> str:
+def resolved_training_config(cli: Path, arguments: list[str]) -> str:
     """The trials' shared config as `cli.py fit --print_config` resolves it; cli.py's own error and status if not."""
     result = subprocess.run(
-        [sys.executable, str(CLI), "fit", *arguments, "--print_config"], capture_output=True, text=True
+        [sys.executable, str(cli), "fit", *arguments, "--print_config"], capture_output=True, text=True
     )
     if result.returncode != 0:
         print(result.stderr, end="", file=sys.stderr)

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-CLI = Path(__file__).resolve().parent.parent / "cli.py"
 LOG = "trial.log"
 PID = "pid"
 # Variables of an enclosing distributed job, which would make a trial join it instead of starting its own.
@@ -19,14 +18,15 @@ PR_SET_PDEATHSIG = 1
 OLD_PROCESS_WAIT_S = 120
 
 
-def start(arguments: list[str], directory: Path, port: int) -> subprocess.Popen:
-    """Run `cli.py fit ARGUMENTS` in its own session (Ctrl-C reaches the driver, which stops trials with SIGTERM)."""
+def start(cli: Path, arguments: list[str], directory: Path, port: int) -> subprocess.Popen:
+    """Run `cli fit ARGUMENTS` (`cli`: the project's cli.py) in its own session (Ctrl-C reaches the driver, which stops
+    trials with SIGTERM)."""
     environment = {key: value for key, value in os.environ.items() if key not in JOB_VARIABLES}
     environment["MASTER_PORT"] = str(port)
     directory.mkdir(parents=True, exist_ok=True)
     with (directory / LOG).open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, str(CLI), "fit", *arguments],
+            [sys.executable, str(cli), "fit", *arguments],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=environment,
