@@ -1,4 +1,4 @@
-"""`--dask.*`: the same job on the workers of a Dask cluster (launchers/); Dask is imported only for such a run."""
+"""`--dask.*`: the same job on the workers of a Dask cluster (this package); Dask is imported only for such a run."""
 
 import yaml
 
