@@ -54,16 +54,7 @@ class LayerSplitStrategy(SingleDeviceStrategy):
     """
 
     strategy_name = "layer_split"
-
-    @classmethod
-    @override
-    def register_strategies(cls, strategy_registry) -> None:
-        if cls.strategy_name not in strategy_registry:
-            strategy_registry.register(
-                cls.strategy_name,
-                cls,
-                description="one process, stage i of the model on device i (the reference's model parallelism)",
-            )
+    strategy_description = "one process, stage i of the model on device i (the reference's model parallelism)"
 
     def __init__(self, devices: list[str] | None = None):
         """

@@ -160,16 +160,7 @@ class PipelineStrategy(DDPStrategy):
     """Each process trains its own stages of the model; a micro-batch schedule keeps them busy together."""
 
     strategy_name = "pipeline"
-
-    @classmethod
-    @override
-    def register_strategies(cls, strategy_registry) -> None:
-        if cls.strategy_name not in strategy_registry:
-            strategy_registry.register(
-                cls.strategy_name,
-                cls,
-                description="one process per stage, micro-batched with torch.distributed.pipelining (any schedule)",
-            )
+    strategy_description = "one process per stage, micro-batched with torch.distributed.pipelining (any schedule)"
 
     def __init__(
         self,
