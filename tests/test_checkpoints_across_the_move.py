@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests.helpers import ROOT
-from tests.helpers.runs import EXAMPLE_CONFIGS, small_run_args
+from tests.helpers.runs import EXAMPLE_CONFIGS, read_metrics, small_run_args
 from tests.helpers.template_history import BEFORE_THE_MOVE, skip_without
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -52,3 +52,8 @@ def test_a_checkpoint_written_before_the_move_continues_the_run(config, tmp_path
     (new_checkpoint,) = (tmp_path / "new_logs").rglob("last.ckpt")
     continued = torch.load(new_checkpoint, map_location="cpu", weights_only=True)
     assert continued["epoch"] == 1 and continued["global_step"] == 2 * saved_step > 0
+    # It continued rather than started over (which would end at the same step): nothing of the first epoch trained
+    # again.
+    rows = read_metrics(tmp_path / "new_logs")
+    assert {row["epoch"] for row in rows if row["epoch"]} == {"1"}
+    assert min(int(row["step"]) for row in rows) >= saved_step
