@@ -96,6 +96,7 @@ def test_a_strategy_named_by_its_old_class_path_names_the_new_one(tmp_path, caps
     error = failing_run(capsys, "fit", args)
     assert error.startswith("error: strategy_flag.Mine has moved to trainrig.strategies.flag.Mine (")
     assert error.count("\n") == 1
+    assert not any(tmp_path.iterdir()), "a refused run writes nothing"
 
 
 def test_a_datamodule_outside_datamodules_with_unlinked_model_arguments_says_where_it_belongs(
@@ -115,3 +116,4 @@ def test_a_datamodule_outside_datamodules_with_unlinked_model_arguments_says_whe
         "error: elsewhere.ElsewhereData.model_arguments lists vocabulary_of_elsewhere, but cli.py links model"
         " arguments only for the datamodules in datamodules/: move the class there\n"
     )
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name != "__pycache__") == ["elsewhere.py"]
