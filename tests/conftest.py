@@ -7,9 +7,17 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported
 
+from tests.helpers.run_if import skip_or_fail  # noqa: E402
 from tests.helpers.runs import LAUNCHER_VARIABLES  # noqa: E402
 
 SESSION_LAUNCHER_VARIABLES = {name: value for name, value in os.environ.items() if LAUNCHER_VARIABLES.fullmatch(name)}
+
+
+@pytest.fixture(autouse=True)
+def what_the_test_needs(request):
+    """Skips, or under CI fails, a test marked by `tests.helpers.run_if.run_if` whose needs this machine lacks."""
+    if (mark := request.node.get_closest_marker("needs")) is not None:
+        skip_or_fail(mark)
 
 
 @pytest.fixture(autouse=True)

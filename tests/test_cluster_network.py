@@ -4,8 +4,8 @@ import os
 import socket
 
 import psutil
-import pytest
 
+from tests.helpers.run_if import missing
 from trainrig.network import chosen_interface, rendezvous_network
 
 
@@ -15,7 +15,7 @@ def an_outward_address() -> tuple[str, str]:
         for entry in addresses:
             if entry.family == socket.AF_INET and not entry.address.startswith("127."):
                 return name, entry.address
-    pytest.skip("this machine has no interface besides loopback")
+    missing("this machine has no interface besides loopback")
 
 
 def test_a_job_on_one_machine_keeps_the_default():

@@ -26,6 +26,7 @@ from templating.parts import (
     keep_chosen_lines,
     truth_table,
 )
+from tests.helpers.run_if import missing
 from tests.helpers.runs import ROOT
 
 # Words that would betray a part left half-removed.
@@ -236,7 +237,7 @@ def test_generated_projects_equal_those_of_a_committed_template_directory(commit
             ["git", "archive", commit], cwd=ROOT, capture_output=True, check=True, timeout=120
         ).stdout
     except subprocess.CalledProcessError:
-        pytest.skip(f"needs the git history down to {commit} (CI checks out with fetch-depth: 0)")
+        missing(f"needs the git history down to {commit} (CI checks out with fetch-depth: 0)")
     committed = tmp_path / "committed"
     committed.mkdir()
     subprocess.run(["tar", "-x", "-C", str(committed)], input=archive, check=True)

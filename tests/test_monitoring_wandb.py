@@ -7,11 +7,14 @@ from tests.helpers.run_if import run_if
 from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli
 from tests.helpers.wandb_records import offline_runs, run_offline, wandb_run_args
 
+pytestmark = run_if(packages=("wandb",))
+
 
 @pytest.fixture
 def wandb_offline(monkeypatch):
     """Offline W&B; the run is finished after each test, as a CLI process finishes it at exit."""
-    wandb = pytest.importorskip("wandb")
+    import wandb
+
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     yield wandb
@@ -47,7 +50,6 @@ def test_each_wandb_run_keeps_its_config_in_its_own_folder(tmp_path, shapes_root
         assert (tmp_path.joinpath(*parts).parent / "checkpoints" / "last.ckpt").is_file(), parts
 
 
-@run_if(packages=("wandb",))
 def test_ddp_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
     run_offline(
         wandb_run_args(

@@ -2,9 +2,8 @@
 
 import subprocess
 
-import pytest
-
 from tests.helpers import ROOT
+from tests.helpers.run_if import missing
 
 __all__ = ["BEFORE_THE_MOVE", "skip_without"]
 
@@ -12,7 +11,7 @@ BEFORE_THE_MOVE = "0ee2da9"  # the template before its machinery moved into trai
 
 
 def skip_without(commit: str) -> None:
-    """Skip, naming what is missing, where the checkout's history does not reach `commit` (a shallow clone)."""
+    """Skip (fail in CI), naming what is missing, where the history does not reach `commit` (a shallow clone)."""
     found = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
     if found.returncode != 0:
-        pytest.skip(f"needs the git history down to template commit {commit} (CI checks out with fetch-depth: 0)")
+        missing(f"needs the git history down to template commit {commit} (CI checks out with fetch-depth: 0)")
