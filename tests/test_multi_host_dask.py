@@ -85,17 +85,8 @@ def test_dask_pipeline_across_hosts_loses_a_host_and_ends_with_the_uninterrupted
             command = [python, ROOT / "cli.py", "fit", *job_args(client_host), "--trainer.logger.init_args.save_dir"]
             command += [logs.name, "--trainer.strategy", "pipeline", "--trainer.max_epochs", "3"]
             command += ["--trainer.limit_train_batches", "10", "--trainer.deterministic", "true"]
-            command += [
-                "--dask.address",
-                scheduler,
-                "--dask.n_workers",
-                "2",
-                "--trainer.strategy",
-                "ddp",
-                "--trainer.strategy.init_args.timeout",
-                "0:01:00",
-            ]
-            command += ["--dask.max_restarts", "1"]
+            command += ["--trainer.strategy.init_args.timeout", "0:01:00", "--dask.address", scheduler]
+            command += ["--dask.n_workers", "2", "--dask.max_restarts", "1"]
             client = client_host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if run == "lost host":
                 deadline = time.monotonic() + RUN_TIMEOUT_S
