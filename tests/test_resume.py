@@ -6,14 +6,14 @@ the run (a lost node), SIGKILL in the middle of a checkpoint write, a truncated 
 generated images in batches of 8 with `deterministic: true`: 8 steps an epoch on one process (4 under 2-process
 DDP), 2 epochs, `last.ckpt` every 2 steps, the best checkpoint by val/loss and one of the newest epoch (each epoch
 deletes the one before), a plateau scheduler that halves the learning rate after every epoch that does not
-improve it. Each fault hits a step drawn at random from the first epoch's last step (before its validation) to the
-second's (printed with every failure; set RESUME_TEST_SEED to repeat a draw). A stopped run and its resume are the
+improve it. Each fault hits a step drawn from the first epoch's last step (before its validation) to the
+second's, named in the test's id: drawn from the commit checked out, so each commit hits other steps and a rerun
+repeats its draw (set RESUME_TEST_SEED to draw otherwise). A stopped run and its resume are the
 same command, as a user reruns it: the fault is a callback that fires once (`once_marker`).
 """
 
 import hashlib
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +29,7 @@ from tests.helpers.resume_runs import (
     STRATEGY_ARGS,
     UninterruptedRuns,
     assert_same_run,
+    drawn_fault,
     fault,
     mlp_args,
     run,
@@ -50,21 +51,30 @@ def uninterrupted(tmp_path_factory, settings) -> dict[str, Path]:
 
 
 def stop_cases() -> list:
-    """Every strategy with both stops; in the default run each strategy once, the stops alternating (CI budget)."""
+    """Every strategy with both stops; in the default run each strategy once, the stops alternating (CI budget).
+
+    Each fault hits a step from the first epoch's last step to the last one, and a rank, named in the test's id."""
     cases = []
     for index, strategy in enumerate(STRATEGY_ARGS):
         for stop in ("SIGTERM", "SIGKILL"):
+            steps = STEPS_PER_EPOCH[strategy]
+            step, rank = drawn_fault(f"{strategy}-{stop}", (steps, 2 * steps), RANKS[strategy])
             slow = strategy in SLOW_STRATEGIES or stop != ("SIGKILL", "SIGTERM")[index % 2]
-            cases.append(pytest.param(strategy, stop, marks=pytest.mark.slow) if slow else (strategy, stop))
+            cases.append(
+                pytest.param(
+                    strategy,
+                    stop,
+                    step,
+                    rank,
+                    marks=[pytest.mark.slow] if slow else [],
+                    id=f"{strategy}-{stop}-step{step}-rank{rank}",
+                )
+            )
     return cases
 
 
-@pytest.mark.parametrize(("strategy", "stop"), stop_cases())
-def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, strategy, stop):
-    draw = random.Random(f"{SEED}-{strategy}-{stop}")
-    steps = STEPS_PER_EPOCH[strategy]
-    step = draw.randint(steps, 2 * steps)  # from the first epoch's last step to the last one
-    rank = draw.randrange(RANKS[strategy])
+@pytest.mark.parametrize(("strategy", "stop", "step", "rank"), stop_cases())
+def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, strategy, stop, step, rank):
     context = f"{strategy}, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
     command = mlp_args(
         settings, tmp_path, strategy, *fault(step, stop, rank, whole_group=stop == "SIGKILL", once=tmp_path / "fired")

@@ -1,7 +1,6 @@
 """The resume test's run under the Dask launcher: a stopped job resumes, a killed worker's job restarts, to the
 uninterrupted DDP run's run directory (see tests/test_resume.py)."""
 
-import random
 import re
 import shutil
 from pathlib import Path
@@ -13,6 +12,7 @@ from tests.helpers.resume_runs import (
     SEED,
     UninterruptedRuns,
     assert_same_run,
+    drawn_fault,
     fault,
     mlp_args,
     run,
@@ -35,14 +35,19 @@ def uninterrupted(tmp_path_factory, settings) -> dict[str, Path]:
 DASK = ["--dask.n_workers", "2"]
 
 
-@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT to the client"])
-def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
+@pytest.mark.parametrize(
+    ("stop", "step", "rank"),
+    [
+        pytest.param(stop, *fault, id=f"{stop}-step{fault[0]}-rank{fault[1]}")
+        for stop in ["SIGTERM", "SIGINT to the client"]
+        for fault in [drawn_fault(f"dask-{stop}", (4, 7), 2)]
+    ],
+)
+def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop, step, rank):
     """A rank's worker process gets SIGTERM, or the client gets SIGINT; the command with `--ckpt_path last` resumes.
 
     No filesystem is shared: rank 0 sends each checkpoint to the client as it is written.
     """
-    draw = random.Random(f"{SEED}-dask-{stop}")
-    step, rank = draw.randint(4, 7), draw.randrange(2)
     context = f"dask, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
     signal_name, to_parent = ("SIGINT", True) if stop == "SIGINT to the client" else (stop, False)
     command = mlp_args(
@@ -65,15 +70,20 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop):
     assert_same_run(tmp_path, uninterrupted["ddp"], context)
 
 
-@pytest.mark.parametrize("checkpoints", ["sent to the client", "in a shared directory"])
+@pytest.mark.parametrize(
+    ("checkpoints", "step", "rank"),
+    [
+        pytest.param(checkpoints, *fault, id=f"{checkpoints}-step{fault[0]}-rank{fault[1]}")
+        for checkpoints in ["sent to the client", "in a shared directory"]
+        for fault in [drawn_fault(f"dask-restart-{checkpoints}", (5, 7), 2)]
+    ],
+)
 def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninterrupted_run(
-    uninterrupted, settings, tmp_path, checkpoints
+    uninterrupted, settings, tmp_path, checkpoints, step, rank
 ):
     """One command: a rank's worker is killed (-9) mid-epoch, the launcher restarts every rank from the checkpoint
     rank 0 sent (or wrote to --dask.checkpoint_dir), and the job ends with the uninterrupted weights and metrics in
     one run directory."""
-    draw = random.Random(f"{SEED}-dask-restart-{checkpoints}")
-    step, rank = draw.randint(5, 7), draw.randrange(2)
     context = f"dask, checkpoints {checkpoints}, SIGKILL at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
     once = f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}"
     shared = ["--dask.checkpoint_dir", str(tmp_path / "shared")] if checkpoints == "in a shared directory" else []

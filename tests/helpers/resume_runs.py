@@ -3,13 +3,33 @@
 
 import os
 import random
+import subprocess
 from pathlib import Path
 
 from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
 from tests.helpers.runs import ROOT
 from tests.helpers.strategy_runs import run_processes
 
-SEED = int(os.environ.get("RESUME_TEST_SEED", random.randrange(1_000_000)))
+
+def fault_seed() -> int:
+    """RESUME_TEST_SEED, or else one drawn from the commit checked out: each commit's CI hits other steps than the
+    one before, and rerunning a commit repeats its draw (a checkout without git history draws with 0)."""
+    if "RESUME_TEST_SEED" in os.environ:
+        return int(os.environ["RESUME_TEST_SEED"])
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return int(head.stdout[:8], 16) % 1_000_000 if head.returncode == 0 else 0
+
+
+SEED = fault_seed()
+
+
+def drawn_fault(case: str, steps: tuple[int, int], ranks: int) -> tuple[int, int]:
+    """The step (from `steps`, both ends included) and the rank a fault of `case` hits, drawn from SEED: a test
+    parametrized with them names them in its id, so every run shows what it hit."""
+    draw = random.Random(f"{SEED}-{case}")
+    return draw.randint(*steps), draw.randrange(ranks)
+
+
 STEPS_PER_EPOCH = {"single": 8, "layer_split": 8, "pipeline": 8, "pipeline_interleaved": 8, "pipeline_ddp": 4, "ddp": 4}
 STRATEGY_ARGS = {
     "single": [],
