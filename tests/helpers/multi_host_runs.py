@@ -4,8 +4,10 @@ losses on one host (run once per session)."""
 import functools
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import torch
 
@@ -36,6 +38,20 @@ def finished(processes: list[subprocess.Popen], timeout: float = RUN_TIMEOUT_S) 
     """Wait for every process; their combined output."""
     deadline = time.monotonic() + timeout
     return [process.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for process in processes]
+
+
+class TimedLines(threading.Thread):
+    """Reads a process's stream as it writes it: `.lines` holds (time.monotonic() on arrival, line) pairs."""
+
+    def __init__(self, stream: IO[str]):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.lines: list[tuple[float, str]] = []
+        self.start()
+
+    def run(self) -> None:
+        for line in self.stream:
+            self.lines.append((time.monotonic(), line))
 
 
 def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
