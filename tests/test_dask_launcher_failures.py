@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.helpers.dask_runs import FAILURE_REPORT_S, SUBPROCESS_ENV, losses, report_of_a_stalled_run
+from tests.helpers.faults import fault
 from tests.helpers.runs import ROOT, run_cli, small_run_args
 
 
@@ -210,12 +211,7 @@ def test_existing_cluster_that_lost_a_machine_goes_on_with_fewer_ranks(tmp_path)
         ]
         workers = [subprocess.Popen(worker, **common) for _ in range(2)]
         address = json.loads(scheduler_file.read_text())["address"]
-        kill = [
-            "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
-            "--trainer.callbacks.init_args.step=2",
-            "--trainer.callbacks.init_args.signal_name=SIGKILL",
-            "--trainer.callbacks.init_args.rank=1",
-        ]
+        kill = fault(2, "SIGKILL", rank=1)
         args = small_run_args(
             "lstm.yaml",
             tmp_path,

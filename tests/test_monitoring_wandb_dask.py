@@ -2,6 +2,7 @@
 
 import re
 
+from tests.helpers.faults import fault
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import EXAMPLE_CONFIGS
 from tests.helpers.wandb_records import offline_runs, run_offline, wandb_run_args
@@ -17,13 +18,7 @@ def test_dask_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
 @run_if(packages=("wandb", "distributed"))
 def test_dask_restart_continues_the_jobs_wandb_run(tmp_path, shapes_root):
     """Rank 1 is killed after step 2; the restarted ranks log into the W&B run the job pinned before its first try."""
-    kill = [
-        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
-        "--trainer.callbacks.init_args.step=2",
-        "--trainer.callbacks.init_args.signal_name=SIGKILL",
-        "--trainer.callbacks.init_args.rank=1",
-        f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}",
-    ]
+    kill = fault(2, "SIGKILL", rank=1, once=tmp_path / "killed")
     output = run_offline(
         wandb_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root, "--dask.n_workers", "2", "--dask.max_restarts", "1")
         + kill

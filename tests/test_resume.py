@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.faults import fault
 from tests.helpers.resume_runs import (
     RANKS,
     SEED,
@@ -30,7 +31,6 @@ from tests.helpers.resume_runs import (
     UninterruptedRuns,
     assert_same_run,
     drawn_fault,
-    fault,
     mlp_args,
     run,
     run_ok,
@@ -112,7 +112,7 @@ def test_torchrun_restarts_a_killed_worker_and_the_job_ends_with_the_uninterrupt
     uninterrupted, settings, tmp_path
 ):
     """`torchrun --max-restarts 1`: rank 1 is killed (-9) mid-epoch, torchrun restarts both workers, which resume."""
-    kill = [*fault(6, "SIGKILL", rank=1), f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}"]
+    kill = fault(6, "SIGKILL", rank=1, once=tmp_path / "killed")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     command = [*torchrun, "--max-restarts", "1", str(ROOT / "cli.py"), "fit", *mlp_args(settings, tmp_path, "ddp")]
     result = subprocess.run(

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.faults import fault
 from tests.helpers.resume_runs import (
     SEED,
     UninterruptedRuns,
     assert_same_run,
     drawn_fault,
-    fault,
     mlp_args,
     run,
     run_ok,
@@ -38,9 +38,9 @@ DASK = ["--dask.n_workers", "2"]
 @pytest.mark.parametrize(
     ("stop", "step", "rank"),
     [
-        pytest.param(stop, *fault, id=f"{stop}-step{fault[0]}-rank{fault[1]}")
+        pytest.param(stop, *drawn, id=f"{stop}-step{drawn[0]}-rank{drawn[1]}")
         for stop in ["SIGTERM", "SIGINT to the client"]
-        for fault in [drawn_fault(f"dask-{stop}", (4, 7), 2)]
+        for drawn in [drawn_fault(f"dask-{stop}", (4, 7), 2)]
     ],
 )
 def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop, step, rank):
@@ -55,8 +55,7 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop, s
         tmp_path,
         "single",
         *DASK,
-        *fault(step, signal_name, rank, once=tmp_path / "fired"),
-        f"--trainer.callbacks.init_args.to_parent={to_parent}",
+        *fault(step, signal_name, rank, to_parent=to_parent, once=tmp_path / "fired"),
     )
     code, output = run(command)
     assert code == 143, f"{context}\n{output[-3000:]}"
@@ -73,9 +72,9 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop, s
 @pytest.mark.parametrize(
     ("checkpoints", "step", "rank"),
     [
-        pytest.param(checkpoints, *fault, id=f"{checkpoints}-step{fault[0]}-rank{fault[1]}")
+        pytest.param(checkpoints, *drawn, id=f"{checkpoints}-step{drawn[0]}-rank{drawn[1]}")
         for checkpoints in ["sent to the client", "in a shared directory"]
-        for fault in [drawn_fault(f"dask-restart-{checkpoints}", (5, 7), 2)]
+        for drawn in [drawn_fault(f"dask-restart-{checkpoints}", (5, 7), 2)]
     ],
 )
 def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninterrupted_run(
@@ -85,9 +84,10 @@ def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninter
     rank 0 sent (or wrote to --dask.checkpoint_dir), and the job ends with the uninterrupted weights and metrics in
     one run directory."""
     context = f"dask, checkpoints {checkpoints}, SIGKILL at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
-    once = f"--trainer.callbacks.init_args.once_marker={tmp_path / 'killed'}"
     shared = ["--dask.checkpoint_dir", str(tmp_path / "shared")] if checkpoints == "in a shared directory" else []
-    output = run_ok(mlp_args(settings, tmp_path, "single", *DASK, *shared, *fault(step, "SIGKILL", rank), once))
+    output = run_ok(
+        mlp_args(settings, tmp_path, "single", *DASK, *shared, *fault(step, "SIGKILL", rank, once=tmp_path / "killed"))
+    )
     if shared:  # the run's checkpoints in its own folder of the shared directory, the rest on the client
         shared_checkpoints = tmp_path / "shared" / "mlp" / "version_0" / "checkpoints"
         assert (shared_checkpoints / "last.ckpt").is_file() and not list((tmp_path / "mlp").rglob("*.ckpt"))

@@ -1,21 +1,19 @@
 """Each example, as configured (loader workers, augmentation, its own data order), resumes bit for bit after SIGTERM.
 
 tests/test_resume.py covers strategies, launchers and faults on one small model; this covers every example's own
-data pipeline on one device: 2 epochs of 3 steps, stopped by SIGTERM after step 4, in the middle of epoch 2.
+data pipeline on one device: 2 epochs of 3 steps, stopped by SIGTERM after step 4, in the middle of epoch 2, and
+resumed to the uninterrupted run's whole run directory (tests/helpers/run_dirs.py). The project's last example is
+in the smoke set, so a generated project's CI proves the resume it promises.
 """
 
 import pytest
-import torch
 
+from tests.helpers.faults import fault
+from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
 from tests.helpers.runs import EXAMPLE_CONFIGS, small_run_args
 from tests.helpers.strategy_runs import run_processes
 
 PREEMPTED = 143
-SIGTERM_AT_STEP_4 = [
-    "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
-    "--trainer.callbacks.init_args.step=4",
-    "--trainer.callbacks.init_args.signal_name=SIGTERM",
-]
 
 
 def fit(config: str, log_dir, shapes_root, *extra: str) -> int:
@@ -25,19 +23,17 @@ def fit(config: str, log_dir, shapes_root, *extra: str) -> int:
     return code
 
 
-def final_weights(log_dir) -> dict[str, torch.Tensor]:
-    (path,) = log_dir.rglob("last.ckpt")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    assert checkpoint["global_step"] == 6
-    return checkpoint["state_dict"]
-
-
-@pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
-def test_example_resumes_mid_epoch_to_the_uninterrupted_weights(config, tmp_path, shapes_root):
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(config, marks=[pytest.mark.smoke] if config == EXAMPLE_CONFIGS[-1] else [])
+        for config in EXAMPLE_CONFIGS
+    ],
+)
+def test_example_resumes_mid_epoch_to_the_uninterrupted_run_directory(config, tmp_path, shapes_root):
     assert fit(config, tmp_path / "uninterrupted", shapes_root) == 0
-    assert fit(config, tmp_path / "stopped", shapes_root, *SIGTERM_AT_STEP_4) == PREEMPTED
-    assert fit(config, tmp_path / "stopped", shapes_root, "--ckpt_path", "last") == 0
-    assert len(list((tmp_path / "stopped").rglob("metrics.csv"))) == 1  # the resumed run continued the stopped one
-    uninterrupted, resumed = final_weights(tmp_path / "uninterrupted"), final_weights(tmp_path / "stopped")
-    different = [name for name in uninterrupted if not torch.equal(uninterrupted[name], resumed[name])]
-    assert not different, f"{config}: {different} differ after resuming"
+    stop = fault(4, "SIGTERM", once=tmp_path / "stopped-once")  # the same command resumes, as a user reruns it
+    assert fit(config, tmp_path / "stopped", shapes_root, *stop) == PREEMPTED
+    assert fit(config, tmp_path / "stopped", shapes_root, *stop, "--ckpt_path", "last") == 0
+    resumed, uninterrupted = (RunDirectory.only_one_under(tmp_path / run) for run in ("stopped", "uninterrupted"))
+    assert_same_run_directory(resumed, uninterrupted, f"{config} stopped at step 4")

@@ -6,6 +6,7 @@ point is chosen from inside only to make it a given training step instead of a r
 
 import os
 import signal
+from pathlib import Path
 from unittest import mock
 
 from lightning.pytorch import Callback
@@ -46,6 +47,26 @@ class SignalAtStep(Callback):
             os.killpg(os.getpgrp(), self.signal)
         else:
             os.kill(os.getppid() if self.to_parent else os.getpid(), self.signal)
+
+
+def fault(
+    step: int,
+    signal_name: str,
+    rank: int = 0,
+    whole_group: bool = False,
+    to_parent: bool = False,
+    once: Path | None = None,
+) -> list[str]:
+    """The command-line options that add a `SignalAtStep` to a run."""
+    return [
+        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
+        f"--trainer.callbacks.init_args.step={step}",
+        f"--trainer.callbacks.init_args.signal_name={signal_name}",
+        f"--trainer.callbacks.init_args.rank={rank}",
+        f"--trainer.callbacks.init_args.whole_group={whole_group}",
+        f"--trainer.callbacks.init_args.to_parent={to_parent}",
+        *([f"--trainer.callbacks.init_args.once_marker={once}"] if once is not None else []),
+    ]
 
 
 class _KilledAfter:

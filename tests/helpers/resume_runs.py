@@ -6,6 +6,7 @@ import random
 import subprocess
 from pathlib import Path
 
+from tests.helpers.faults import fault  # noqa: F401  (TEMPORARY: test_fsdp2 in progress imports it from here)
 from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
 from tests.helpers.runs import ROOT
 from tests.helpers.strategy_runs import run_processes
@@ -98,17 +99,6 @@ def mlp_args(settings: Path, log_dir: Path, strategy: str, *extra: str) -> list[
         "--trainer.logger.init_args.save_dir",
         str(log_dir),
         *extra,
-    ]
-
-
-def fault(step: int, signal_name: str, rank: int = 0, whole_group: bool = False, once: Path | None = None) -> list[str]:
-    return [
-        "--trainer.callbacks+=tests.helpers.faults.SignalAtStep",
-        f"--trainer.callbacks.init_args.step={step}",
-        f"--trainer.callbacks.init_args.signal_name={signal_name}",
-        f"--trainer.callbacks.init_args.rank={rank}",
-        f"--trainer.callbacks.init_args.whole_group={whole_group}",
-        *([f"--trainer.callbacks.init_args.once_marker={once}"] if once is not None else []),
     ]
 
 

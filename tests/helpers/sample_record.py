@@ -1,4 +1,5 @@
-"""Which samples a run trained on, written per rank, to check a data order across stops and process counts."""
+"""What each rank of a run trained on and ended with, written per rank, to check a data order across stops and
+process counts, and that data-parallel ranks stayed replicas of one another."""
 
 import hashlib
 from pathlib import Path
@@ -7,7 +8,8 @@ from lightning.pytorch import Callback
 
 
 class RecordSamples(Callback):
-    """Appends `<epoch> <sha1 of the input>` for every training sample, once its step has finished."""
+    """Appends `<epoch> <sha1 of the input>` for every training sample, once its step has finished, to
+    `rank<N>.txt`; at the end of training writes the sha1 of the rank's parameters to `rank<N>.weights`."""
 
     def __init__(self, directory: str):
         self.directory = Path(directory)
@@ -20,3 +22,19 @@ class RecordSamples(Callback):
         ]
         with (self.directory / f"rank{trainer.global_rank}.txt").open("a") as handle:
             handle.writelines(lines)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        digest = hashlib.sha1()
+        for name, parameter in sorted(pl_module.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(parameter.detach().cpu().numpy().tobytes())
+        (self.directory / f"rank{trainer.global_rank}.weights").write_text(digest.hexdigest())
+
+
+def samples_by_rank(directory: Path) -> dict[int, list[str]]:
+    """Each rank's recorded samples, `<epoch> <sha1>` lines in the order it trained on them."""
+    return {int(path.stem[4:]): path.read_text().splitlines() for path in sorted(directory.glob("rank*.txt"))}
+
+
+def weights_by_rank(directory: Path) -> dict[int, str]:
+    return {int(path.stem[4:]): path.read_text() for path in sorted(directory.glob("rank*.weights"))}

@@ -1,13 +1,14 @@
 """Each example's config and the options that shrink it to a seconds-long CPU run: one module per example, so a
 project keeps the modules of the examples it has. A module sets `CONFIG` (its file in configs/) and defines
 `shrink(shapes_root) -> list[str]`; `LOGGED` lists the metrics every run of it logs, `MEDIA` and `ARTIFACTS` what
-its callbacks log besides; `HEAVY = True` marks the launcher comparisons of a slow example `slow`."""
+its callbacks log besides; `HEAVY = True` marks the launcher comparisons of a slow example `slow`; `DDP_DIFFERS`
+says why two DDP ranks do not end where one process on the whole batch ends, where they do not."""
 
 import importlib
 import pkgutil
 from pathlib import Path
 
-__all__ = ["CONFIGS", "artifacts", "heavy", "logged", "media", "shrink_args"]
+__all__ = ["CONFIGS", "artifacts", "ddp_differs", "heavy", "logged", "media", "shrink_args"]
 
 _BY_CONFIG = {
     module.CONFIG: module
@@ -45,3 +46,8 @@ def media(config: str) -> list[str]:
 def artifacts(config: str) -> list[str]:
     """The kinds of versioned artifacts the example's callbacks log."""
     return getattr(_BY_CONFIG[config], "ARTIFACTS", [])
+
+
+def ddp_differs(config: str) -> str | None:
+    """Why data-parallel ranks do not compute what one process on their whole batch computes, or None if they do."""
+    return getattr(_BY_CONFIG[config], "DDP_DIFFERS", None)
