@@ -21,12 +21,23 @@ def test_fit_writes_checkpoints_and_namespaced_metrics(config, tmp_path, shapes_
     assert last_value(rows, "val/loss") > 0
 
 
-def test_print_config_reproduces_the_run(tmp_path, shapes_root, capsys):
-    args = small_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root)
+def printed_config(capsys, args: list[str]) -> str:
     with pytest.raises(SystemExit) as exit_info:
         run_cli("fit", [*args, "--print_config"])
     assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_print_config_reproduces_the_run(tmp_path, shapes_root, capsys):
+    """The printed config, run again, is the same config (printed again, the same text) and trains the same run."""
+    direct, again = tmp_path / "direct", tmp_path / "again"
+    args = small_run_args(EXAMPLE_CONFIGS[-1], direct, shapes_root)
     printed = tmp_path / "printed.yaml"
-    printed.write_text(capsys.readouterr().out)
-    run_cli("fit", ["--config", str(printed)])
-    assert "last.ckpt" in {path.name for path in tmp_path.rglob("*.ckpt")}
+    printed.write_text(printed_config(capsys, args))
+    rerun = ["--config", str(printed), "--trainer.logger.init_args.save_dir", str(again)]
+    same_folder = [*args, "--trainer.logger.init_args.save_dir", str(again)]
+    assert printed_config(capsys, rerun) == printed_config(capsys, same_folder)
+    run_cli("fit", args)
+    run_cli("fit", rerun)
+    losses = [[row["train/loss"] for row in read_metrics(run) if row.get("train/loss")] for run in (direct, again)]
+    assert losses[0] and losses[0] == losses[1]
