@@ -26,6 +26,7 @@ def run_if(
     packages: tuple[str, ...] = (),
     executables: tuple[str, ...] = (),
     emulated_hosts: bool = False,
+    min_cuda_devices: int | None = None,
     max_cuda_devices: int | None = None,
 ) -> pytest.MarkDecorator:
     """A `needs` mark naming every missing package, command or capability; `tests/conftest.py` acts on it."""
@@ -34,6 +35,8 @@ def run_if(
     if emulated_hosts and (reason := hosts_unavailable()) is not None:
         lacking.append(reason)
     beyond_ci = []
+    if min_cuda_devices is not None and torch.cuda.device_count() < min_cuda_devices:
+        beyond_ci.append(f"needs {min_cuda_devices} CUDA device(s); this machine has {torch.cuda.device_count()}")
     if max_cuda_devices is not None and torch.cuda.device_count() > max_cuda_devices:
         beyond_ci.append(
             f"needs at most {max_cuda_devices} CUDA device(s); this machine has {torch.cuda.device_count()}"
