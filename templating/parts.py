@@ -95,6 +95,8 @@ PATHS = {
         "tests/test_bad_input_mlp.py",
         "tests/test_monitoring_mlp.py",
         "tests/test_examples_fit_mlp.py",
+        "tests/test_layer_split_placement.py",
+        "tests/helpers/placement.py",
         "docs/examples/mlp.md",
         "tests/test_fashion_mnist_data.py",
         "tests/test_strategies.py",
