@@ -26,6 +26,11 @@ class CharLSTM(nn.Module):
         self.lstm = nn.LSTM(vocab_size, hidden_size, num_layers, batch_first=True, dropout=dropout)
         self.head = nn.Linear(hidden_size, vocab_size)
 
+    def sharding_units(self) -> list[nn.Module]:
+        """The LSTM (its layers are one module, whose cuDNN kernel takes all their weights at once) and the
+        head (`trainrig.strategies.sharding.ShardedModel`)."""
+        return [self.lstm, self.head]
+
     def forward(self, chars: torch.Tensor, state=None):
         """`chars` holds character indices of shape (batch, time); returns logits and the LSTM state."""
         outputs, state = self.lstm(F.one_hot(chars, self.vocab_size).to(self.head.weight.dtype), state)

@@ -27,5 +27,17 @@ class StagedMLP(nn.Module):
     def stages(self) -> list[nn.Module]:
         return list(self.blocks)
 
+    def sharding_units(self) -> list[nn.Module]:
+        """Each layer with its activation (`trainrig.strategies.sharding.ShardedModel`)."""
+        return [block for stage in self.blocks for block in stage if not isinstance(block, nn.Flatten)]
+
+    def tensor_parallel_plan(self) -> dict[str, str]:
+        """Linear layers in column-then-row pairs, as Megatron splits an MLP: the activation between them stays
+        split, and only the pair's output is summed across processes. With an odd number of layers the first
+        stays whole."""
+        linears = [name for name, module in self.named_modules() if isinstance(module, nn.Linear)]
+        paired = linears[len(linears) % 2 :]
+        return {name: "colwise" if index % 2 == 0 else "rowwise" for index, name in enumerate(paired)}
+
     def forward(self, images):
         return run_stages(self.stages(), images)

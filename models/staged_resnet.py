@@ -48,6 +48,17 @@ class StagedResNet(nn.Module):
     def stages(self) -> list[nn.Module]:
         return list(self.blocks)
 
+    def sharding_units(self) -> list[nn.Module]:
+        """Every residual block of layer1..layer4 (`trainrig.strategies.sharding.ShardedModel`); the stem and the
+        head are small and stay with the root."""
+        return [
+            block
+            for stage in self.blocks
+            for name, part in stage.named_children()
+            if name.startswith("layer")
+            for block in part
+        ]
+
     def forward(self, images):
         return run_stages(self.stages(), images)
 

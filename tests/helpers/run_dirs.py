@@ -2,8 +2,9 @@
 leave what the uninterrupted one does.
 
 Compared: the files (names relative to the run directory), every metrics row with every column, and the final
-`last.ckpt`: weights, optimizer and scheduler states, loop progress, and each callback's state with paths made
-relative to the run directory (the best checkpoint's name and score, the kept top-k, the last path).
+`last.ckpt` (a sharded one as one file): weights, optimizer and scheduler states, loop progress, and each
+callback's state with paths made relative to the run directory (the best checkpoint's name and score, the kept
+top-k, the last path).
 """
 
 import csv
@@ -12,10 +13,13 @@ from pathlib import Path
 
 import torch
 
+from trainrig.resume.sharded import consolidated, is_sharded_checkpoint
+
 __all__ = ["RunDirectory", "assert_same_run_directory"]
 
-# Lightning writes these beside the checkpoints of a run only while it runs; they never stay.
-TRANSIENT_SUFFIXES = (".partial",)
+# Written beside the checkpoints of a run only while it runs (files, or a sharded checkpoint's directories); they
+# never stay.
+TRANSIENT_SUFFIXES = (".partial", ".old")
 # ModelCheckpoint's score of its latest save in this process: Lightning does not restore it, and no file shows it.
 PROCESS_LOCAL_CALLBACK_STATE = ("current_score",)
 
@@ -37,7 +41,7 @@ class RunDirectory:
         return sorted(
             path.relative_to(self.path).as_posix()
             for path in self.path.rglob("*")
-            if path.is_file() and not path.name.endswith(TRANSIENT_SUFFIXES)
+            if path.is_file() and not any(part.endswith(TRANSIENT_SUFFIXES) for part in path.parts)
         )
 
     def metrics_rows(self) -> list[dict[str, str]]:
@@ -45,7 +49,10 @@ class RunDirectory:
             return list(csv.DictReader(handle))
 
     def checkpoint(self, name: str = "last.ckpt") -> dict:
+        """A sharded checkpoint (a directory) as the single file it consolidates into."""
         (path,) = self.path.rglob(name)
+        if is_sharded_checkpoint(path):
+            return consolidated(path)
         return torch.load(path, map_location="cpu", weights_only=False)
 
     def callback_states(self, checkpoint: dict) -> dict:

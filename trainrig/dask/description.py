@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
 
 from trainrig.dask import DaskOptions
 from trainrig.errors import UserInputError
@@ -139,6 +139,11 @@ def describe_run(job: Callable[[list[str]], None], subcommand: str, resolved: Ma
         # The run's checkpoints in the shared directory, in the run's own folder: another run never overwrites them.
         shared_dir = Path(options.checkpoint_dir) / run_folder(trainer) / "checkpoints"
         trainer = with_checkpoints_in(trainer, shared_dir)
+    elif writes_sharded_checkpoints(strategy):
+        raise UserInputError(
+            "every rank writes its part of an fsdp2 checkpoint, which rank 0 cannot send to this client: give "
+            "--dask.checkpoint_dir, a directory every worker and this client can read"
+        )
     config = {**{key: value for key, value in resolved.items() if key != "dask"}, "trainer": trainer}
     return RunDescription(job_reference(job), subcommand, config, strategy, options, output_root, shared_dir)
 
@@ -206,16 +211,22 @@ def rank_strategy(strategy) -> dict:
     the strategy has its own."""
     entry = with_launcher_timeout(strategy, DDPStrategy, RANK_TIMEOUT)
     strategy_class = import_class(entry["class_path"])
-    if not issubclass(strategy_class, DDPStrategy):
+    if not issubclass(strategy_class, DDPStrategy | ModelParallelStrategy):
         raise UserInputError(
             f"the Dask launcher runs one DDP process per worker; --trainer.strategy {strategy} is not "
-            "DDP-based (use ddp or pipeline)"
+            "DDP-based (use ddp, pipeline or fsdp2)"
         )
     # Dask started the processes: a spawn or fork start method would make Lightning start more.
     entry["init_args"].pop("start_method", None)
     if "timeout" not in entry["init_args"]:
         log.warning(f"dask: {strategy_class.__name__} takes no timeout, so a lost rank can leave the others waiting")
     return entry
+
+
+def writes_sharded_checkpoints(entry: dict) -> bool:
+    return issubclass(import_class(entry["class_path"]), ModelParallelStrategy) and entry["init_args"].get(
+        "sharded_checkpoint", True
+    )
 
 
 def check_one_device_per_rank(trainer: Mapping) -> None:

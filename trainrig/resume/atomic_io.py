@@ -1,4 +1,5 @@
-"""Checkpoint files that are complete or absent, whatever kills the process during the write."""
+"""Checkpoint files that are complete or absent, whatever kills the process during the write; sharded checkpoint
+directories read as files."""
 
 import os
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ import torch
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from typing_extensions import override
+
+from trainrig.resume.sharded import consolidated, is_sharded_checkpoint
 
 PARTIAL_SUFFIX = ".partial"
 
@@ -55,6 +58,12 @@ def write_atomically(path: Path, data: bytes) -> None:
         handle.write(data)
 
 
+def write_checkpoint_atomically(path: Path, checkpoint: dict[str, Any]) -> None:
+    """`torch.save` a checkpoint so that a reader sees the old file or the new one."""
+    with _replaced_atomically(Path(path)) as handle:
+        torch.save(checkpoint, handle)
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes next to the target, flushes to disk, then renames: a reader sees the old file or the new one.
 
@@ -69,5 +78,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if not _is_local(path):
             super().save_checkpoint(checkpoint, path, storage_options)
             return
-        with _replaced_atomically(Path(path)) as handle:
-            torch.save(checkpoint, handle)
+        write_checkpoint_atomically(Path(path), checkpoint)
+
+    @override
+    def load_checkpoint(
+        self, path, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        """A sharded checkpoint directory (the fsdp2 strategy's) loads whole, into any strategy or none."""
+        if is_sharded_checkpoint(path):
+            return consolidated(path)
+        return super().load_checkpoint(path, map_location, weights_only)

@@ -1,4 +1,5 @@
-"""`last.ckpt` at an interval, at every epoch end and on preemption, with the one before kept as `previous.ckpt`."""
+"""`last.ckpt` at an interval, at every epoch end and on preemption, with the one before kept as `previous.ckpt`
+(files, or directories under the fsdp2 strategy's sharded checkpoints)."""
 
 import os
 from datetime import timedelta
@@ -12,6 +13,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from typing_extensions import override
 
 from trainrig.resume.preemption import Preempted, StopSignals, clear_stop_request
+from trainrig.resume.sharded import replace_path
 
 LAST_NAME, PREVIOUS_NAME = "last.ckpt", "previous.ckpt"
 
@@ -192,14 +194,21 @@ def step_plateau_schedulers(trainer: Trainer, pl_module: LightningModule, epoch:
 
 
 def keep_as_previous(last: Path) -> None:
-    """Before `last.ckpt` is replaced, give its content the name `previous.ckpt` too: a hard link, atomically."""
-    if last.name != LAST_NAME or not last.is_file():
+    """Before `last.ckpt` is replaced, give its content the name `previous.ckpt` too: a file as a hard link,
+    atomically; a sharded checkpoint directory by renaming it (until the new `last.ckpt` is in place, `previous.ckpt`
+    is the newest checkpoint, which `--ckpt_path last` falls back to)."""
+    if last.name != LAST_NAME:
         return
     previous = last.with_name(PREVIOUS_NAME)
+    if last.is_dir():
+        replace_path(last, previous)
+        return
+    if not last.is_file():
+        return
     staging = previous.with_name(f".{previous.name}.{os.getpid()}.partial")
     staging.unlink(missing_ok=True)
     try:
         os.link(last, staging)
     except OSError:  # a filesystem without hard links
         return
-    os.replace(staging, previous)
+    replace_path(staging, previous)

@@ -1,0 +1,36 @@
+"""`python -m trainrig.resume.consolidate DIRECTORY FILE`: a sharded checkpoint as one file a user can share.
+
+The file loads like any single-file checkpoint: into any strategy, `cli.py predict --ckpt_path FILE`, or
+`torch.load` without torch.distributed.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from trainrig.resume.atomic_io import write_checkpoint_atomically
+from trainrig.resume.sharded import METADATA_NAME, consolidated, is_sharded_checkpoint
+
+
+def main(args: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainrig.resume.consolidate",
+        description="Write a sharded checkpoint directory as one .ckpt file that loads without torch.distributed.",
+    )
+    parser.add_argument(
+        "directory", type=Path, help="a sharded checkpoint, e.g. logs/EXPERIMENT/version_0/checkpoints/last.ckpt"
+    )
+    parser.add_argument("file", type=Path, help="the single-file checkpoint to write, e.g. model.ckpt")
+    options = parser.parse_args(args)
+    if not is_sharded_checkpoint(options.directory):
+        print(f"error: {options.directory} is not a sharded checkpoint directory (no {METADATA_NAME})", file=sys.stderr)
+        sys.exit(2)
+    if options.file.exists():
+        print(f"error: {options.file} exists; name a new file", file=sys.stderr)
+        sys.exit(2)
+    write_checkpoint_atomically(options.file, consolidated(options.directory))
+    print(f"wrote {options.file}")
+
+
+if __name__ == "__main__":
+    main()
