@@ -30,11 +30,12 @@ LAYERS = {
     "errors": set(),
     "testing": set(),
     "network": {"errors"},
-    "strategies": {"errors"},
     "resume": {"errors", "registry"},
+    "strategies": {"errors", "resume"},  # the fsdp2 strategy writes the sharded checkpoints resume/ reads
     "loggers": {"registry", "resume"},
     "wandb": {"loggers"},  # cookiecutter: only with wandb
     "kubernetes": {"errors", "strategies"},  # cookiecutter: only with kubernetes
+    "slurm": {"errors", "strategies"},  # cookiecutter: only with slurm
     "dask": {"errors", "registry", "resume", "strategies"},  # cookiecutter: only with dask
     "sweeps": {"errors", "resume"},  # cookiecutter: only with sweep
 }

@@ -29,10 +29,13 @@ from pathlib import Path
 
 PREFIX = "ldthost"
 SUBNET = "198.18.0"  # a /24 in the benchmarking range, reserved for tests like this one (RFC 2544)
-NETNS_CONFIG = Path("/etc/netns")  # `ip netns exec NS` bind-mounts /etc/netns/NS/* over /etc/*
+NETNS_CONFIG = Path("/etc/netns")  # each namespace's hosts file, where `ip netns exec NS` would look for it
 SELF_ADDRESS = "127.0.1.1"
 COMMAND_TIMEOUT_S = 30
 IP = shutil.which("ip") or "/usr/sbin/ip"
+NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"
+UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
+NETNS_RUN = Path("/run/netns")  # where `ip netns add` pins each namespace, for nsenter
 
 __all__ = ["EmulatedHosts", "Host", "hosts_unavailable", "remove_leftovers"]
 
@@ -42,7 +45,7 @@ def hosts_unavailable() -> str | None:
     """Why emulated hosts cannot be made here, or None when they can."""
     if os.geteuid() != 0:
         return "emulated hosts need root (network namespaces)"
-    for tool in ("ip", "unshare", "hostname"):
+    for tool in ("ip", "nsenter", "unshare", "hostname", "mount"):
         if shutil.which(tool) is None:
             return f"emulated hosts need `{tool}`"
     probe = f"{PREFIX}{os.getpid()}-probe"
@@ -67,9 +70,16 @@ class Host:
     processes: list[subprocess.Popen] = field(default_factory=list, repr=False)
 
     def command(self, argv: Sequence[str]) -> list[str]:
-        """`argv` run in this host's network namespace, with this host's name."""
-        set_name_then_run = 'hostname "$0" && exec "$@"'
-        wrapper = [IP, "netns", "exec", self.namespace, "unshare", "--uts", "sh", "-c", set_name_then_run, self.name]
+        """`argv` run in this host's network namespace, with this host's name and its `/etc/hosts`.
+
+        `nsenter` rather than `ip netns exec`, which remounts `/sys`: on a cgroup v1 machine the cgroup hierarchy
+        then disappears and daemons that use it fail. A mount namespace of the process's own carries the
+        hosts file bound over `/etc/hosts`, and a UTS namespace its host name.
+        """
+        hosts_file = NETNS_CONFIG / self.namespace / "hosts"
+        set_up_then_run = 'hostname "$0" && mount --bind "$1" /etc/hosts && shift && exec "$@"'
+        wrapper = [NSENTER, f"--net={NETNS_RUN / self.namespace}", UNSHARE, "--uts", "--mount", "--propagation"]
+        wrapper += ["private", "sh", "-c", set_up_then_run, self.name, str(hosts_file)]
         return wrapper + [str(arg) for arg in argv]
 
     def environment(self, **variables: str) -> dict[str, str]:
@@ -119,15 +129,19 @@ class Host:
 
 
 class EmulatedHosts:
-    """`count` hosts h1..hN at 198.18.0.1..N/24 on one bridge; a context manager that removes them all at exit."""
+    """`count` hosts h1..hN at 198.18.0.1..N/24 (or `subnet`.1..N) on one bridge; a context manager that removes
+    them all at exit. A test suite that runs harnesses side by side gives each kind of test a /24 of its own."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, subnet: str = SUBNET, aliases: dict[str, int] | None = None):
+        """`aliases`: more names, each resolving on every host (its own included) to the address of the host at that
+        index, as a cluster's DNS names a pod (`<job>-node-0-0.<job>`)."""
         self.count = count
+        self.aliases = aliases or {}
         self.tag = f"{PREFIX}{os.getpid()}x{uuid.uuid4().hex[:6]}"
         self.switch = f"{self.tag}-sw"
         self.root = Path(tempfile.mkdtemp(prefix=f"{self.tag}-"))
         self.hosts = [
-            Host(f"h{i}", f"{self.tag}-h{i}", f"{SUBNET}.{i}", self.root / f"h{i}") for i in range(1, count + 1)
+            Host(f"h{i}", f"{self.tag}-h{i}", f"{subnet}.{i}", self.root / f"h{i}") for i in range(1, count + 1)
         ]
 
     def __enter__(self) -> "EmulatedHosts":
@@ -170,7 +184,8 @@ class EmulatedHosts:
             config = NETNS_CONFIG / host.namespace
             config.mkdir(parents=True)
             own_name_on_loopback = names.replace(f"{host.address} {host.name}\n", f"{SELF_ADDRESS} {host.name}\n")
-            (config / "hosts").write_text(f"127.0.0.1 localhost\n{own_name_on_loopback}")
+            aliases = "".join(f"{self.hosts[index].address} {alias}\n" for alias, index in self.aliases.items())
+            (config / "hosts").write_text(f"127.0.0.1 localhost\n{own_name_on_loopback}{aliases}")
             host.workdir.mkdir()
 
     def teardown(self) -> None:

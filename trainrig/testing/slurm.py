@@ -1,0 +1,243 @@
+"""A real SLURM cluster on emulated hosts: munged, slurmctld on the first host, one slurmd on each of the others.
+
+    with SlurmCluster(nodes=2) as cluster:
+        job = cluster.submit(Path("job.sbatch"), cwd=project, PATH=...)
+        cluster.wait_for(job, "COMPLETED")
+
+Debian's `slurm-wlm` and `munge` packages, as root. Each daemon runs on its emulated host (trainrig/testing/hosts.py:
+its own network namespace, host name and `/etc/hosts`); all of them share this machine's file system, as cluster
+nodes share a network file system, so a job's run directory is visible from every node and from the test. One
+munged, with a key and socket of this cluster's own, serves every daemon and client command. Timers are short
+(`slurm.conf` below) so that a requeued job runs again within seconds instead of minutes.
+
+`slurm_unavailable()` says what is missing, for a skip.
+"""
+
+import functools
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from trainrig.testing.hosts import EmulatedHosts, Host, hosts_unavailable
+
+__all__ = ["SlurmCluster", "slurm_unavailable"]
+
+SUBNET = "198.18.1"  # SLURM's own /24, so that its harnesses never share addresses with other emulated hosts
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sacct")
+START_TIMEOUT_S = 60
+QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # the daemons log to files under the root
+# Seconds: how long a finished job stays listed (MinJobAge, the default: tests read finished jobs' states), between
+# SIGTERM and SIGKILL (KillWait, default 30), and before a node that stopped answering counts as down (SlurmdTimeout,
+# default 300).
+MIN_JOB_AGE_S = 300
+KILL_WAIT_S = 10
+SLURMD_TIMEOUT_S = 10
+# A requeued job is held for AuthInfo's cred_expire (default 120 s) before it may start again, and pending jobs are
+# scheduled every sched_interval (default 60 s) besides on submissions and job ends.
+REQUEUE_DELAY_S = 5
+SCHEDULE_INTERVAL_S = 2
+
+SLURM_CONF = """\
+ClusterName=trainrig
+SlurmctldHost={controller}({controller_address})
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={munge_socket},cred_expire={requeue_delay}
+SlurmctldPort={controller_port}
+SlurmdPort={node_port}
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool/%n
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/spool/%n/slurmd.pid
+SlurmctldLogFile={root}/slurmctld.log
+SlurmdLogFile={root}/spool/%n/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval={sched_interval}
+ReturnToService=2
+JobRequeue=0
+MinJobAge={min_job_age}
+KillWait={kill_wait}
+SlurmdTimeout={slurmd_timeout}
+InactiveLimit=0
+MessageTimeout=10
+{nodes}
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+@functools.cache
+def slurm_unavailable() -> str | None:
+    """Why a SLURM cluster cannot be started here, or None when it can."""
+    missing = [daemon for daemon in DAEMONS if shutil.which(daemon) is None]
+    if missing:
+        return f"a SLURM cluster needs {', '.join(missing)} (apt-get install slurm-wlm munge)"
+    return hosts_unavailable()
+
+
+class SlurmCluster:
+    """A controller host and `nodes` compute hosts with `cpus` CPUs each, partition `debug`; a context manager that
+    stops every daemon and job and removes the hosts when the block ends, also on an error."""
+
+    def __init__(self, nodes: int = 2, cpus: int = 2, subnet: str = SUBNET):
+        self.hosts = EmulatedHosts(nodes + 1, subnet=subnet)
+        self.root = self.hosts.root / "slurm"
+        self.conf = self.root / "slurm.conf"
+        self.munge_socket = self.root / "munge" / "munge.socket"
+        self.cpus = cpus
+        self._munged: subprocess.Popen | None = None
+
+    @property
+    def controller(self) -> Host:
+        return self.hosts[0]
+
+    @property
+    def nodes(self) -> list[Host]:
+        return list(self.hosts)[1:]
+
+    def __enter__(self) -> "SlurmCluster":
+        self.hosts.__enter__()
+        try:
+            self._start()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.teardown()
+
+    def environment(self, **variables: str) -> dict[str, str]:
+        """The environment of a client command (sbatch, scontrol) pointed at this cluster."""
+        return self.controller.environment(SLURM_CONF=str(self.conf), **variables)
+
+    def _start(self) -> None:
+        (self.root / "state").mkdir(parents=True)
+        for node in self.nodes:
+            (self.root / "spool" / node.name).mkdir(parents=True)
+        self._start_munge()
+        node_lines = "\n".join(
+            f"NodeName={node.name} NodeAddr={node.address} CPUs={self.cpus} State=UNKNOWN" for node in self.nodes
+        )
+        self.conf.write_text(
+            SLURM_CONF.format(
+                controller=self.controller.name,
+                controller_address=self.controller.address,
+                munge_socket=self.munge_socket,
+                controller_port=6817,
+                node_port=6818,
+                root=self.root,
+                min_job_age=MIN_JOB_AGE_S,
+                kill_wait=KILL_WAIT_S,
+                slurmd_timeout=SLURMD_TIMEOUT_S,
+                requeue_delay=REQUEUE_DELAY_S,
+                sched_interval=SCHEDULE_INTERVAL_S,
+                nodes=node_lines,
+            )
+        )
+        self.controller.popen(["slurmctld", "-D", "-i", "-f", self.conf], env=self.environment(), **QUIET)
+        for node in self.nodes:
+            self.start_slurmd(node)
+        self._wait_until_idle()
+
+    def _start_munge(self) -> None:
+        """A munged of this cluster's own (key, socket), run as the munge user as the package runs it."""
+        munge_dir = self.munge_socket.parent
+        munge_dir.mkdir(parents=True)
+        key = munge_dir / "munge.key"
+        key.write_bytes(os.urandom(128))
+        shutil.chown(munge_dir, "munge", "munge")
+        shutil.chown(key, "munge", "munge")
+        munge_dir.chmod(0o755)  # clients reach the socket through it
+        key.chmod(0o400)
+        for parent in (self.root, self.hosts.root):
+            parent.chmod(0o755)
+        # On the controller's host, so that it ends with the hosts, also after a test process killed outright.
+        self._munged = self.controller.popen(
+            [
+                "runuser",
+                "-u",
+                "munge",
+                "--",
+                "munged",
+                "--foreground",
+                f"--key-file={key}",
+                f"--socket={self.munge_socket}",
+                f"--pid-file={munge_dir / 'munged.pid'}",
+                f"--log-file={munge_dir / 'munged.log'}",
+                f"--seed-file={munge_dir / 'munged.seed'}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.munge_socket.exists():
+            if self._munged.poll() is not None or time.monotonic() > deadline:
+                self._munged.kill()
+                raise RuntimeError(f"munged did not start: {self._munged.stderr.read()[-2000:]}")
+            time.sleep(0.1)
+
+    def start_slurmd(self, node: Host) -> None:
+        """Start (or restart, after a node was lost) the slurmd of `node`."""
+        node.popen(["slurmd", "-D", "-N", node.name, "-f", self.conf], env=self.environment(), **QUIET)
+
+    def _wait_until_idle(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        states = ""
+        while time.monotonic() < deadline:
+            result = self.client(["sinfo", "--noheader", "--format=%n %t"], check=False)
+            states = result.stdout
+            lines = [line.split() for line in states.splitlines() if line.strip()]
+            if len(lines) == len(self.nodes) and all(state == "idle" for _, state in lines):
+                return
+            time.sleep(0.3)
+        log = (self.root / "slurmctld.log").read_text()[-3000:] if (self.root / "slurmctld.log").exists() else ""
+        raise RuntimeError(f"the SLURM nodes did not become idle: {states!r}\n{log}")
+
+    def client(self, argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+        """A SLURM client command run on the controller host (as on a login node)."""
+        result = self.controller.run(argv, env=kwargs.pop("env", None) or self.environment(), **kwargs)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{' '.join(map(str, argv))} failed: {result.stderr.strip()}")
+        return result
+
+    def submit(self, script: Path, cwd: Path, **variables: str) -> int:
+        """`sbatch` the script from `cwd` with the client environment plus `variables` (which the job inherits, as
+        sbatch passes the submitting shell's environment); the job's id."""
+        result = self.client(["sbatch", "--parsable", script], cwd=cwd, env=self.environment(**variables))
+        return int(result.stdout.strip().split(";")[0])
+
+    def job(self, job_id: int) -> dict[str, str]:
+        """`scontrol show job` as a dict (JobState, RestartCnt, ExitCode, NodeList, ...); empty once it is gone."""
+        result = self.client(["scontrol", "--oneliner", "show", "job", str(job_id)], check=False)
+        fields = {}
+        for item in result.stdout.split():
+            key, _, value = item.partition("=")
+            fields.setdefault(key, value)
+        return fields
+
+    def wait_for(self, job_id: int, *states: str, timeout: float = 180) -> dict[str, str]:
+        """Wait until the job is in one of `states` (e.g. COMPLETED, FAILED); its fields then."""
+        deadline = time.monotonic() + timeout
+        fields: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            fields = self.job(job_id)
+            if fields.get("JobState") in states:
+                return fields
+            time.sleep(0.3)
+        raise TimeoutError(f"job {job_id} not {'/'.join(states)} after {timeout:.0f} s: {fields}")
+
+    def teardown(self) -> None:
+        """Stop every daemon and job (every process on the hosts) and remove the hosts and the cluster's files."""
+        self.hosts.__exit__(None, None, None)
