@@ -14,7 +14,7 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# trainrig/kubernetes/pytorchjob.py's manifests and Run:ai commands run relative paths from here.
+# The manifests and Run:ai commands of trainrig/kubernetes/jobs.py run relative paths from here.
 WORKDIR /workspace
 
 # Dependencies from pyproject.toml alone, so a code change does not download torch again.

@@ -1,4 +1,4 @@
-"""Cluster jobs: the PyTorchJob manifest, its pods' command run as local processes, torchrun, bad input.
+"""Cluster jobs of `--kind PyTorchJob`: the manifest, its pods' command run as local processes, torchrun, bad input.
 
 Pods are stood in for by processes on this machine that get the variables the Kubeflow training
 operator (v1.7+, pkg/controller.v1/pytorch/envvar.go and elastic.go) injects, with the master's
@@ -31,6 +31,7 @@ from tests.helpers.pytorchjobs import (
     schema_errors,
 )
 from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli, small_run_args
+from tests.helpers.trainjobs import generated_documents
 
 
 def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
@@ -98,24 +99,13 @@ def test_manifest_has_the_structure_a_pytorchjob_requires(tmp_path):
     assert fit.endswith("--trainer.max_epochs 20 --ckpt_path last") and "KubeflowEnvironment" not in fit
     assert schema_errors(manifest) == []
 
-    runai_v1, runai_v2 = [line for line in stdout.splitlines() if line.startswith("runai ")]
-    assert runai_v1.startswith(
-        "runai submit-dist pytorch shapes --workers=3 -i registry.example.com/template:0.1 -g 2 "
-    )
-    assert runai_v2.startswith(
-        "runai distributed submit shapes --framework PyTorch -i registry.example.com/template:0.1 --workers "
-        "3 --gpu-devices-request 2 "
-    )
-    assert (
-        "--pvc-exists claimname=results,path=/workspace/logs --pvc-exists claimname=datasets,path=/data/datasets"
-        in runai_v1
-    )
+    (runai,) = [line for line in stdout.splitlines() if line.startswith("runai ")]
+    assert runai.startswith("runai training pytorch submit shapes -i registry.example.com/template:0.1 --workers 3 ")
     assert (
         "--existing-pvc claimname=results,path=/workspace/logs --existing-pvc claimname=datasets,path=/data/datasets"
-        in runai_v2
+        in runai
     )
-    for runai in (runai_v1, runai_v2):
-        assert runai.endswith(f"--command -- {shlex.join(command)}")
+    assert runai.endswith(f"--command -- {shlex.join(command)}")
 
 
 def test_manifest_without_output_prints_plain_yaml_for_kubectl():
@@ -127,7 +117,7 @@ def test_manifest_without_output_prints_plain_yaml_for_kubectl():
     manifest = yaml.safe_load(result.stdout)
     (container,) = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     assert "resources" not in container
-    assert "runai submit-dist pytorch example --workers=1" in result.stderr
+    assert "runai training pytorch submit example -i template:0.1 --workers 1 " in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -483,7 +473,7 @@ def with_flag(flag: str, value: str | None) -> list[str]:
         ),
         (
             [*with_flag("--workers", None), "--elastic", "2:4", "--", "--trainer.strategy", "pipeline"],
-            "--trainer.strategy pipeline needs a fixed number of processes (one per stage); use --workers",
+            "--trainer.strategy pipeline needs a fixed number of processes; use --workers or --nodes, not --elastic",
         ),
         ([*BASE, "--", "--ckpt_path", "some.ckpt"], "--ckpt_path is set to `last` so that a restarted pod continues"),
         ([*BASE, "--elastic", "2:4"], "argument --elastic: not allowed with argument --workers"),
@@ -513,3 +503,15 @@ def test_bad_input_gives_one_clear_line(tmp_path, args, expected):
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
     assert expected in result.stderr
     assert not job_file.exists()
+
+
+def test_nodes_count_the_master_and_a_queue_labels_the_job(tmp_path):
+    """`--nodes 3` is the master and 2 workers, the job `--workers 2` writes; `--queue` adds Kueue's label."""
+    by_workers, _ = generated_documents(tmp_path, "--kind", "PyTorchJob", *BASE)
+    by_nodes, _ = generated_documents(
+        tmp_path, "--kind", "PyTorchJob", *with_flag("--workers", None), "--nodes", "3", "--queue", "team-a"
+    )
+    job = by_nodes["PyTorchJob"]
+    assert job["metadata"] == {"name": "shapes", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}}
+    assert job["spec"] == by_workers["PyTorchJob"]["spec"]
+    assert schema_errors(job) == []

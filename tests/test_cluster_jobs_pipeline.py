@@ -1,4 +1,5 @@
-"""The MLP's pipeline sent to Kubernetes: the generated job's pods run it with its options."""
+"""The MLP's pipeline (and every other strategy by flag) sent to Kubernetes: the generated job's pods run it with its
+options, in a PyTorchJob and in a TrainJob."""
 
 import pytest
 import yaml
@@ -9,6 +10,8 @@ from tests.helpers.pytorchjobs import (
     schema_errors,
 )
 from tests.helpers.runs import run_cli
+from tests.helpers.trainjobs import generated_documents, trainer_schema_errors
+from trainrig.strategies.flag import strategy_class
 
 
 def test_pipeline_after_the_separator_runs_in_every_pod_with_its_options(tmp_path, capsys):
@@ -40,3 +43,30 @@ def test_pipeline_after_the_separator_runs_in_every_pod_with_its_options(tmp_pat
         "timeout": "0:05:00",
     }
     assert (config["trainer"]["devices"], config["trainer"]["num_nodes"]) == ("2", 2)
+
+
+STRATEGIES = {
+    "pipeline": ["--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", "1F1B"],
+    "fsdp2": ["--trainer.strategy", "fsdp2"],
+}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_by_flag_is_a_valid_trainjob_whose_command_cli_reads(tmp_path, capsys, strategy):
+    documents, _ = generated_documents(
+        tmp_path,
+        *("--name", "mlp", "--image", "template:0.1", "--nodes", "2", "--config", "configs/mlp.yaml"),
+        *("--", *STRATEGIES[strategy]),
+    )
+    for manifest in documents.values():
+        assert trainer_schema_errors(manifest) == []
+    command = documents["TrainJob"]["spec"]["trainer"]["command"]
+    assert command.count("--trainer.strategy") == 1 and command[command.index("--trainer.strategy") + 1] == strategy
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("fit", [*command[command.index("fit") + 1 :], "--print_config"])
+    assert exit_info.value.code in (None, 0)
+    config = yaml.safe_load(capsys.readouterr().out)
+    selected = strategy_class(strategy)
+    assert config["trainer"]["strategy"]["class_path"] == f"{selected.__module__}.{selected.__name__}"
+    assert config["trainer"]["strategy"]["init_args"]["timeout"] == "0:05:00"
+    assert (config["trainer"]["num_nodes"], config["trainer"]["devices"], config["ckpt_path"]) == (2, "1", "last")

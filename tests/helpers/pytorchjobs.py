@@ -1,7 +1,9 @@
 """Generated PyTorchJobs for the tests: the generator, the CRD's schema, and pods run as local processes with the
 environment the training operator gives them."""
 
+import contextlib
 import functools
+import io
 import os
 import re
 import signal
@@ -17,10 +19,11 @@ import torch
 import yaml
 
 from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, read_metrics, small_run_args
+from trainrig.kubernetes.jobs import main
 
 PROCESS_TIMEOUT_S = 180
 PYTORCHJOB_CRD = ROOT / "tests" / "schemas" / "kubeflow.org_pytorchjobs.yaml"
-GENERATOR = [sys.executable, "-m", "trainrig.kubernetes.pytorchjob"]
+GENERATOR = [sys.executable, "-m", "trainrig.kubernetes.jobs"]
 # Variables a parent launcher could leak into the children and that would change how they rank themselves.
 LAUNCHER_VARIABLES = re.compile(
     r"(RANK|LOCAL_RANK|WORLD_SIZE|GROUP_RANK|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE|NODE_RANK|TORCHELASTIC_.*|PET_.*)"
@@ -41,9 +44,22 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+def run_generator(*args: str, output: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m trainrig.kubernetes.jobs ARGS` run in this process (as a process it starts in seconds, importing
+    Lightning for the strategy flag; here Lightning is imported already), its exit status and output as a process's."""
+    argv = list(args) if output is None else ["--output", str(output), *args]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main(argv)
+            status = 0
+        except SystemExit as exit_info:
+            status = exit_info.code
+    return subprocess.CompletedProcess([*GENERATOR, *argv], status, stdout.getvalue(), stderr.getvalue())
+
+
 def generate(*args: str, output: Path | None = None) -> subprocess.CompletedProcess:
-    argv = [*GENERATOR, *args] if output is None else [*GENERATOR, "--output", str(output), *args]
-    return subprocess.run(argv, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60)
+    return run_generator("--kind", "PyTorchJob", *args, output=output)
 
 
 def generated_manifest(tmp_path: Path, *args: str) -> tuple[dict, str]:
@@ -93,11 +109,11 @@ def operator_env(manifest: dict, replica_type: str, index: int, master_port: int
 
 
 @functools.cache
-def pytorchjob_validator() -> jsonschema.protocols.Validator:
+def crd_validator(crd_file: Path, version: str) -> jsonschema.protocols.Validator:
     """The CRD's OpenAPI schema, with undeclared fields rejected as `kubectl apply` (strict field validation) does."""
-    crd = yaml.safe_load(PYTORCHJOB_CRD.read_text())
-    (version,) = [version for version in crd["spec"]["versions"] if version["name"] == "v1"]
-    schema = version["schema"]["openAPIV3Schema"]
+    crd = yaml.load(crd_file.read_text(), Loader=yaml.CSafeLoader)  # libyaml: the schemas are ~1 MB
+    (served,) = [served for served in crd["spec"]["versions"] if served["name"] == version]
+    schema = served["schema"]["openAPIV3Schema"]
     _reject_undeclared_fields(schema)
     return jsonschema.Draft7Validator(schema)
 
@@ -118,10 +134,10 @@ def _reject_undeclared_fields(node) -> None:
             _reject_undeclared_fields(value)
 
 
-def schema_errors(manifest: dict) -> list[str]:
+def schema_errors(manifest: dict, crd_file: Path = PYTORCHJOB_CRD, version: str = "v1") -> list[str]:
     return [
         f"{'.'.join(map(str, error.absolute_path))}: {error.message}"
-        for error in pytorchjob_validator().iter_errors(manifest)
+        for error in crd_validator(crd_file, version).iter_errors(manifest)
     ]
 
 

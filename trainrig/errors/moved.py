@@ -21,6 +21,7 @@ MOVED_MODULES = {
     "logger_extensions": "trainrig.registry",
     "cluster_network": "trainrig.network",
     "cluster": "trainrig.kubernetes",  # cookiecutter: only with kubernetes
+    "trainrig.kubernetes.pytorchjob": "trainrig.kubernetes.jobs",  # cookiecutter: only with kubernetes
     "sweeps": "trainrig.sweeps",  # cookiecutter: only with sweep
     "callbacks.media": "trainrig.loggers.media",
     "callbacks.config_to_loggers": "trainrig.loggers.run_config",
