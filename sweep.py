@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import yaml
-from jsonargparse import ArgumentParser
 
 from trainrig.errors import UserInputError, one_line
+from trainrig.errors.options import ShortErrorArgumentParser
 from trainrig.sweeps.placements import options_class
 
 # What every trial runs: this project's entry point, beside this one.
@@ -29,8 +29,8 @@ EPILOG = (
 )
 
 
-def parser() -> ArgumentParser:
-    sweep_parser = ArgumentParser(prog="sweep.py", description=__doc__.split("\n\n")[0], epilog=EPILOG)
+def parser() -> ShortErrorArgumentParser:
+    sweep_parser = ShortErrorArgumentParser(prog="sweep.py", description=__doc__.split("\n\n")[0], epilog=EPILOG)
     sweep_parser.add_class_arguments(SweepOptions, "sweep")
     return sweep_parser
 
@@ -55,16 +55,15 @@ def split_arguments(arguments: list[str]) -> tuple[list[str], list[str]]:
 def main(arguments: list[str] | None = None) -> None:
     """Exit statuses as cli.py: 0 done, 2 bad input, 143 stopped (the same command continues the study)."""
     arguments = sys.argv[1:] if arguments is None else arguments
-    own, training = split_arguments([word for word in arguments if word != PRINT_CONFIG])
-    sweep_parser = parser()
-    config = sweep_parser.parse_args(own)
-    options = SweepOptions(**{field.name: config.sweep[field.name] for field in dataclasses.fields(SweepOptions)})
-    if PRINT_CONFIG in arguments:
-        print(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False), end="")
-        return
-    from trainrig.sweeps.run import run_sweep  # Optuna and the trial machinery, only once there is a sweep to run
-
     try:
+        own, training = split_arguments([word for word in arguments if word != PRINT_CONFIG])
+        config = parser().parse_args(own)
+        options = SweepOptions(**{field.name: config.sweep[field.name] for field in dataclasses.fields(SweepOptions)})
+        if PRINT_CONFIG in arguments:
+            print(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False), end="")
+            return
+        from trainrig.sweeps.run import run_sweep  # Optuna and the trial machinery, only once there is a sweep to run
+
         run_sweep(options, CLI, training)
     except UserInputError as error:
         print(f"error: {one_line(error)}", file=sys.stderr)

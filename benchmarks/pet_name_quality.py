@@ -102,7 +102,7 @@ class Run:
     def step(self) -> None:
         start = time.perf_counter()
         self.model.train()
-        loss = self.model._loss(next(self.batches))[0]
+        loss = self.model.batch_loss(next(self.batches))[0]
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()

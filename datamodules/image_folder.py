@@ -84,12 +84,16 @@ class ImageFolderDataModule(SplitsDataModule):
                 f"image folder {root} has no class sub-folders; expected {root}/<class name>/<image files>"
             )
         wanted = self.hparams.classes
-        if wanted is None:
-            return found
-        missing = sorted(set(wanted) - set(found))
-        if missing:
+        if wanted is not None and (missing := sorted(set(wanted) - set(found))):
             raise UserInputError(f"classes {missing} are not sub-folders of {root}")
-        return sorted(wanted)
+        chosen = found if wanted is None else sorted(set(wanted))
+        if len(chosen) < 2:
+            given = "--data.init_args.classes names" if wanted is not None else f"{root} has"
+            raise UserInputError(
+                f"image folder: {given} only {len(chosen)} class ({', '.join(chosen)}); a classifier needs at least "
+                f"two: add a sub-folder of images per class to {root}"
+            )
+        return chosen
 
     @property
     def num_classes(self) -> int:

@@ -49,6 +49,21 @@ def clean_names(raw_names: list[str]) -> tuple[list[str], int]:
     return kept, len(raw_names) - len(kept)
 
 
+def usable_names(path: Path) -> tuple[list[str], int]:
+    """The file's usable names and how many were dropped; a UserInputError when none is usable."""
+    raw_names = read_names(path)
+    names, dropped = clean_names(raw_names)
+    if not names:
+        raise UserInputError(
+            f"names file {path} has no usable name: {dropped} of {len(raw_names)} are empty or use "
+            f"characters outside {ALPHABET!r}; set --data.init_args.names_path to a file of names"
+        )
+    log.info(
+        "pet names: kept %d of %d, dropped %d (empty or outside %r)", len(names), len(raw_names), dropped, ALPHABET
+    )
+    return names, dropped
+
+
 def display_name(name: str) -> str:
     """Names are learned lower-case; people read them title-cased, as the reference prints them (`Ozzy`)."""
     return name.title()
@@ -159,9 +174,9 @@ class PetNamesDataModule(LightningDataModule):
         """
         super().__init__()
         self.save_hyperparameters()
-        self.names: list[str] = []
+        # Read when the data is configured, so that an unusable file is refused before the run writes anything.
+        self.names, self.dropped_names = usable_names(Path(names_path))
         self.held_out_names: set[str] = set()  # the validation names, never trained on
-        self.dropped_names = 0
         self.train_examples: CharWindows | None = None  # windows, or names with `formulation: whole_names`
         self.val_examples: CharWindows | None = None
 
@@ -178,25 +193,8 @@ class PetNamesDataModule(LightningDataModule):
         return self.hparams.formulation
 
     def setup(self, stage: str) -> None:
-        if self.names:
+        if self.train_examples is not None:
             return
-        path = Path(self.hparams.names_path)
-        raw_names = read_names(path)
-        self.names, dropped = clean_names(raw_names)
-        if not self.names:
-            raise UserInputError(
-                f"names file {path} has no usable name: {dropped} of {len(raw_names)} are empty or use "
-                f"characters outside {ALPHABET!r}"
-            )
-        log.info(
-            "pet names: kept %d of %d, dropped %d (empty or outside %r)",
-            len(self.names),
-            len(raw_names),
-            dropped,
-            ALPHABET,
-        )
-        self.dropped_names = dropped
-
         distinct = sorted(set(self.names))
         generator = torch.Generator().manual_seed(self.hparams.seed)
         order = torch.randperm(len(distinct), generator=generator).tolist()
@@ -213,7 +211,7 @@ class PetNamesDataModule(LightningDataModule):
             return WholeNames(*encode_whole_names(names, self.context_length))
         return CharWindows(*encode_windows(names, self.context_length))
 
-    def _loader(self, dataset: Dataset, shuffle: bool, batch_size: int | None = None) -> DataLoader:
+    def loader(self, dataset: Dataset, shuffle: bool, batch_size: int | None = None) -> DataLoader:
         """Training (shuffled) batches come from a loader that resumes mid-epoch."""
         batch_size = batch_size or self.hparams.batch_size
         workers = self.hparams.num_workers
@@ -223,10 +221,10 @@ class PetNamesDataModule(LightningDataModule):
         return DataLoader(dataset, batch_size=batch_size, **settings)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_examples, shuffle=True)
+        return self.loader(self.train_examples, shuffle=True)
 
     def val_dataloader(self):
-        return self._loader(self.val_examples, shuffle=False) if self.val_examples is not None else []
+        return self.loader(self.val_examples, shuffle=False) if self.val_examples is not None else []
 
     def predict_dataloader(self) -> DataLoader:
         """One item per name to generate; the model samples a whole batch of names at once."""

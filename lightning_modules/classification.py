@@ -8,7 +8,7 @@ from torch.nn import functional as F
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
-from lightning_modules.optimization import configure_optimization
+from lightning_modules.optimization import check_optimizer, configure_optimization
 
 
 def _accuracy_metrics(num_classes: int) -> MetricCollection:
@@ -33,6 +33,7 @@ class ClassificationModule(LightningModule):
 
     def __init__(self, num_classes: int, optimizer: OptimizerCallable, scheduler: LRSchedulerCallable | None):
         super().__init__()
+        check_optimizer(optimizer)
         self.num_classes = num_classes
         self.optimizer = optimizer
         self.scheduler = scheduler

@@ -51,3 +51,12 @@ class ImageClassifier(ClassificationModule):
                 "or use --trainer.strategy ddp"
             )
         return self.network.stages()
+
+    def sharding_units(self) -> list[nn.Module]:
+        if not isinstance(self.network, StagedResNet):
+            raise UserInputError(
+                f"backbone {self.hparams.backbone!r} has no known sharding units; the fsdp2 strategy shards ResNets "
+                "(resnet*, wide_resnet*, resnext*, e.g. --model.init_args.backbone resnet18) block by block; "
+                "or use --trainer.strategy ddp"
+            )
+        return self.network.sharding_units()

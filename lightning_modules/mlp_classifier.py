@@ -39,3 +39,9 @@ class MLPClassifier(ClassificationModule):
 
     def stages(self) -> list[nn.Module]:
         return self.network.stages()
+
+    def sharding_units(self) -> list[nn.Module]:
+        return self.network.sharding_units()
+
+    def tensor_parallel_plan(self) -> dict[str, str]:
+        return {f"network.{name}": style for name, style in self.network.tensor_parallel_plan().items()}

@@ -7,14 +7,17 @@ from jsonargparse.typing import ClosedUnitInterval, PositiveFloat, PositiveInt
 from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.trainer.states import TrainerFn
+from torch import nn
 from torch.nn import functional as F
 from torchmetrics.text import Perplexity
 
-from lightning_modules.optimization import configure_optimization
+from lightning_modules.optimization import check_optimizer, configure_optimization
 from models.char_lstm import CharLSTM
 from trainrig.errors import UserInputError
 
 PAD_INDEX, STOP_INDEX = 0, 1
+# Sampling again in place of dropped names gives up after this many rounds (a model that only repeats).
+MAX_SAMPLING_ROUNDS = 100
 
 
 class NameGenerator(LightningModule):
@@ -56,6 +59,7 @@ class NameGenerator(LightningModule):
         super().__init__()
         if len(vocab) < 3:
             raise UserInputError(f"vocab must hold padding, stop and at least one character, got {vocab!r}")
+        check_optimizer(optimizer)
         self.save_hyperparameters(
             ignore=["optimizer", "scheduler", "temperature", "max_name_length", "exclude_training_names"]
         )
@@ -67,22 +71,27 @@ class NameGenerator(LightningModule):
         self.val_perplexity = Perplexity(ignore_index=PAD_INDEX)
         self.known_names: set[str] = set()
 
+    def sharding_units(self) -> list[nn.Module]:
+        return self.network.sharding_units()
+
     def forward(self, chars: torch.Tensor) -> torch.Tensor:
         return self.network(chars)[0]
 
-    def _loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch_loss(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The mean loss over the batch's characters that are not padding, the logits and the targets; the steps
+        and the benchmarks' plain loops share it."""
         inputs, targets = batch
         logits = self(inputs)
         return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_INDEX), logits, targets
 
     def training_step(self, batch, batch_idx):
-        loss, _, targets = self._loss(batch)
+        loss, _, targets = self.batch_loss(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(targets))
         self.log("train/perplexity", loss.exp(), batch_size=len(targets))
         return loss
 
     def validation_step(self, batch, batch_idx):
-        loss, logits, targets = self._loss(batch)
+        loss, logits, targets = self.batch_loss(batch)
         self.val_perplexity.update(logits, targets)
         self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(targets))
         self.log("val/perplexity", self.val_perplexity, prog_bar=True, batch_size=len(targets))
@@ -100,9 +109,18 @@ class NameGenerator(LightningModule):
         self.known_names = set(datamodule.names) if self.exclude_training_names and datamodule is not None else set()
 
     def predict_step(self, batch, batch_idx) -> list[str]:
-        """`batch` holds one entry per name to generate; empty and already known names are dropped."""
-        names = self.generate(len(batch))
-        return [name for name in names if name and name not in self.known_names]
+        """`batch` holds one entry per name to generate: as many new names, sampling again in place of empty and
+        already known ones (training names, with `exclude_training_names`)."""
+        wanted, names = len(batch), []
+        for _ in range(MAX_SAMPLING_ROUNDS):
+            names += [name for name in self.generate(wanted - len(names)) if name and name not in self.known_names]
+            if len(names) == wanted:
+                return names
+        raise UserInputError(
+            f"only {len(names)} of {wanted} sampled names are new after {MAX_SAMPLING_ROUNDS} rounds; the model "
+            "mostly repeats training names or stops at once: raise --model.init_args.temperature or set "
+            "--model.init_args.exclude_training_names false"
+        )
 
     def generate(self, num_names: int) -> list[str]:
         """`num_names` names, lower-case as learned (`datamodules.pet_names.display_name` title-cases them)."""

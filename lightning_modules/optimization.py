@@ -1,5 +1,6 @@
 """Optimizer and learning-rate scheduler chosen in YAML, shared by every LightningModule here."""
 
+import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch.optim.lr_scheduler import CyclicLR, OneCycleLR, ReduceLROnPlateau
 
@@ -35,6 +36,15 @@ def configure_optimization(
     return {"optimizer": built_optimizer, "lr_scheduler": schedule}
 
 
+def check_optimizer(optimizer: OptimizerCallable) -> None:
+    """Build the configured optimizer over a placeholder parameter, so that a setting torch rejects refuses the model
+    when it is configured, before the run prints or writes anything. The placeholder is zeros: drawing from the
+    random generator would change the weights the model initialises next."""
+    placeholder = torch.nn.Module()
+    placeholder.register_parameter("weight", torch.nn.Parameter(torch.zeros(1)))
+    _build_optimizer(placeholder, optimizer)
+
+
 def _build_optimizer(module, optimizer: OptimizerCallable):
     """The optimizer over the module's parameters; a setting torch rejects is the user's, so one line names it.
 
@@ -45,5 +55,5 @@ def _build_optimizer(module, optimizer: OptimizerCallable):
         raise UserInputError(f"{OPTIMIZER_OPTIONS}.lr must be >= 0, got {lr}")
     try:
         return optimizer(module.parameters())
-    except ValueError as error:  # torch's own checks: "Invalid epsilon value: -1.0", "Invalid beta parameter ..."
+    except (ValueError, TypeError) as error:  # torch's own checks: "Invalid epsilon value: -1.0", a wrong type
         raise UserInputError(f"invalid optimizer setting ({one_line(error)}); fix {OPTIMIZER_OPTIONS}.*") from error

@@ -103,3 +103,21 @@ def test_backbone_without_stages_is_refused(capsys, tmp_path, shapes_root, strat
         "1",
     ]
     assert "backbone 'mobilenet_v3_small' has no known split into stages" in failing_run(capsys, "fit", args)
+
+
+def test_an_image_folder_with_one_class_is_refused_before_the_model_is_built(tmp_path, capsys):
+    folder = tmp_path / "images" / "beagle"
+    folder.mkdir(parents=True)
+    (folder / "0.png").write_bytes(b"")
+    args = small_run_args("cnn.yaml", tmp_path / "logs") + [
+        "--data",
+        "datamodules.image_folder.ImageFolderDataModule",
+        "--data.init_args.root",
+        str(tmp_path / "images"),
+    ]
+    error = failing_run(capsys, "fit", args)
+    assert error == (
+        f"error: image folder: {tmp_path / 'images'} has only 1 class (beagle); a classifier needs at least two: add "
+        f"a sub-folder of images per class to {tmp_path / 'images'}\n"
+    )
+    assert not (tmp_path / "logs").exists()

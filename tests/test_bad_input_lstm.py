@@ -69,3 +69,58 @@ def test_command_line_error_is_one_line_without_traceback(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: names file")
+
+
+# The cases against a folder holding an earlier run, compared byte for byte afterwards.
+LSTM_SMALL = ["--model.init_args.hidden_size", "16", "--model.init_args.num_layers", "1"]
+
+
+@pytest.fixture(scope="module")
+def earlier_lstm_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("earlier")
+    run_cli("fit", small_run_args("lstm.yaml", folder, None, *LSTM_SMALL))
+    return folder
+
+
+def files_of(folder) -> dict:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def truncated_checkpoint(folder, tmp_path):
+    (last,) = folder.rglob("last.ckpt")
+    half = tmp_path / "half.ckpt"
+    half.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    return half
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ([], "error: predict needs a trained model: set --ckpt_path"),
+        (["--model.init_args.optimizer.init_args.lr", "-3"], "error: --model.init_args.optimizer.init_args.lr must"),
+        (["--ckpt_path", "last", "--model.init_args.hidden_size", "64"], "does not fit this model: network.lstm"),
+        (["--ckpt_path", "last", "--model.init_args.num_layers", "2"], "parameters 4 missing there"),
+        (["--data.init_args.names_path", "EMPTY"], "has no usable name: 0 of 0"),
+        (["--ckpt_path", "HALF"], "cannot be read"),
+        (["--trainer.max_epochs", "abc"], "error: --trainer.max_epochs expects int or None, got 'abc'"),
+        (["--config", "BAD_YAML"], "is not valid YAML: "),
+    ],
+    ids=["predict-no-ckpt", "lr", "resume-hidden-size", "resume-layers", "empty-names", "truncated", "type", "yaml"],
+)
+def test_a_refused_run_prints_one_line_and_leaves_an_earlier_run_as_it_was(
+    earlier_lstm_run, tmp_path, capsys, options, expected
+):
+    before = files_of(earlier_lstm_run)
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "bad.yaml").write_text("trainer:\n  max_epochs: [1\n")
+    replacements = {
+        "EMPTY": str(tmp_path / "empty.txt"),
+        "HALF": str(truncated_checkpoint(earlier_lstm_run, tmp_path)),
+        "BAD_YAML": str(tmp_path / "bad.yaml"),
+    }
+    options = [replacements.get(option, option) for option in options]
+    subcommand = "predict" if not options else "fit"
+    args = small_run_args("lstm.yaml", earlier_lstm_run, None, *LSTM_SMALL, *options)
+    error = failing_run(capsys, subcommand, args)
+    assert error.count("\n") == 1 and expected in error, error
+    assert files_of(earlier_lstm_run) == before, "a refused run wrote into the earlier run's folder"

@@ -21,7 +21,7 @@ def test_pet_name_training_batches_shard_by_rank_without_lightnings_sampler():
         datamodule = PetNamesDataModule(batch_size=64)
         placement = {"num_replicas": 2, "rank": rank}
         datamodule.trainer = SimpleNamespace(strategy=SimpleNamespace(distributed_sampler_kwargs=placement))
-        loader = datamodule._loader(CharWindows(positions[:, None], positions[:, None]), shuffle=True)
+        loader = datamodule.loader(CharWindows(positions[:, None], positions[:, None]), shuffle=True)
         assert isinstance(loader.sampler, DistributedSampler)  # so Lightning's _requires_distributed_sampler is False
         batches = list(loader)
         assert all(inputs.shape[1] == 1 and inputs.dtype == torch.long for inputs, _ in batches)

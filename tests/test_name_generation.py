@@ -104,7 +104,8 @@ def test_prediction_drops_names_seen_in_training():
     generated = generator.generate(300)
     generator.known_names = set(generated[:150])
     kept = generator.predict_step(torch.arange(300), 0)
-    assert kept and not set(kept) & generator.known_names
+    assert len(kept) == 300, "as many new names as asked for: dropped ones are sampled again"
+    assert all(kept) and not set(kept) & generator.known_names
 
 
 # Options given to `cli.py predict` take effect although the checkpoint was trained with other values.

@@ -39,7 +39,8 @@ def test_concurrent_trials_each_run_on_their_own_embedded_dask_cluster(tmp_path)
         assert "dask: starting a LocalCluster with 2 worker processes" in log
         workers += re.findall(r"dask: rank \d on worker (\S+)", log)
         reports = (tmp_path / "sweep_lstm" / f"trial_{number}" / "channel" / "reports.jsonl").read_text()
-        assert [json.loads(line)["step"] for line in reports.splitlines()] == [3, 6], "rank 0 reported each validation"
+        progress = [json.loads(line)["step"] for line in reports.splitlines()]
+        assert progress == [500, 1000], "rank 0 reported each validation (3 and 6 of 6 batches: half and one epoch)"
     assert len(set(workers)) == 4, "the concurrent trials ran on disjoint workers"
 
 
@@ -79,7 +80,7 @@ def test_trials_on_an_existing_cluster_hold_their_own_workers_and_are_pruned_thr
     assert result.returncode == 0, result.stderr[-3000:]
     workers = []
     for trial in study(tmp_path).trials[1:]:
-        assert trial.state.name == "PRUNED" and list(trial.intermediate_values) == [4]
+        assert trial.state.name == "PRUNED" and list(trial.intermediate_values) == [200]  # 4 of 20 batches: 0.2 epochs
         trial_dir = tmp_path / "sweep_lstm" / f"trial_{trial.number}"
         assert not (trial_dir / "channel").exists(), "reported through the scheduler, not through files"
         workers += re.findall(r"dask: rank 0 on worker (\S+)", (trial_dir / "trial.log").read_text())

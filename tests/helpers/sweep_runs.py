@@ -11,6 +11,7 @@ import optuna
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
 from tests.helpers.runs import ROOT, small_run_args
+from trainrig.sweeps.options import PROGRESS_PER_EPOCH
 
 LR = "model.init_args.optimizer.init_args.lr"
 HIDDEN = "model.init_args.hidden_size"
@@ -43,7 +44,8 @@ SPACE = {
 
 
 def study_with_a_far_better_trial(log_dir: Path) -> None:
-    """A completed trial with a value of 0 at every step: a median pruner prunes any other at its first report."""
+    """A completed trial with a value of 0 at every progress (thousandths of an epoch) over its first two epochs: a
+    median pruner prunes any other at its first report."""
     distributions = {
         LR: optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True),
         HIDDEN: optuna.distributions.CategoricalDistribution([16, 32]),
@@ -55,6 +57,6 @@ def study_with_a_far_better_trial(log_dir: Path) -> None:
             params={LR: 1e-3, HIDDEN: 16},
             distributions=distributions,
             value=0.0,
-            intermediate_values=dict.fromkeys(range(100), 0.0),
+            intermediate_values=dict.fromkeys(range(2 * PROGRESS_PER_EPOCH + 1), 0.0),
         )
     )

@@ -3,6 +3,7 @@
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -10,10 +11,12 @@ from contextlib import contextmanager
 
 import dask
 from distributed import Client, Event, LocalCluster
+from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.security import Security
 
 from trainrig.dask import DaskOptions
 from trainrig.errors import UserInputError, one_line
+from trainrig.errors.held_output import release as release_held_output
 from trainrig.resume.preemption import STOP_SIGNALS, restore_handlers
 
 log = logging.getLogger("trainrig.dask")
@@ -22,6 +25,11 @@ POLL_S = 0.5
 
 # Seconds for cluster housekeeping: connecting, restarting workers, picking the port.
 CLUSTER_TIMEOUT_S = 60
+# How long the first look at a scheduler's port waits for an answer. A refused connection answers at once; an
+# address that does not answer (a firewall dropping packets, a host still booting) is left to the client's timeout.
+REFUSAL_PROBE_S = 5
+# Address schemes whose location is a TCP host and port.
+TCP_SCHEMES = ("tcp", "tls")
 
 # How long a restart waits for the workers of the failed attempt to be back (a nanny restarts a dead worker within
 # seconds) before it goes on with fewer (--dask.min_workers) or fails.
@@ -65,15 +73,18 @@ def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
     """A client of the cluster at `options.address`, or of an embedded LocalCluster that is closed on exit."""
     if options.address is not None:
         check_tls_settings(options.address)
+        check_not_refused(options.address)
         try:
             client = Client(options.address, timeout=CLUSTER_TIMEOUT_S)
         except OSError as error:
             raise UserInputError(
                 f"cannot reach the Dask scheduler at {options.address} ({one_line(error)}); check --dask.address"
             ) from error
+        release_held_output()  # the run goes on on the cluster: its progress shows as it comes
         with client:
             yield client, False
         return
+    release_held_output()
     threads_per_rank = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // options.n_workers))
     with dask.config.set(EMBEDDED_CLUSTER_CONFIG):
         log.info(f"dask: starting a LocalCluster with {options.n_workers} worker processes")
@@ -90,6 +101,24 @@ def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
             Client(cluster) as client,
         ):
             yield client, True
+
+
+def check_not_refused(address: str) -> None:
+    """Fail at once when nothing listens at the scheduler's address: Dask's client retries a refused connection
+    until its timeout, although the answer cannot change."""
+    scheme, location = parse_address(address)
+    if scheme not in TCP_SCHEMES:
+        return
+    host, port = parse_host_port(location)
+    try:
+        socket.create_connection((host, port), timeout=REFUSAL_PROBE_S).close()
+    except ConnectionRefusedError as error:
+        raise UserInputError(
+            f"nothing listens at --dask.address {address} (connection refused); start the scheduler there or fix "
+            "the address"
+        ) from error
+    except OSError:
+        return  # no answer yet, or no route: the client waits its timeout for the scheduler to appear
 
 
 def check_tls_settings(address: str) -> None:

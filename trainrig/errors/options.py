@@ -1,23 +1,23 @@
-"""Short errors for bad options and config keys: the key, the closest valid ones, and where the full usage is.
+"""One-line errors for bad options and config keys: the key, the closest valid ones, and where the full usage is.
 
 jsonargparse prints the whole usage (60 lines for `fit`) before the one line that matters, and reports an
-unknown argument, or a bad value, of a model or data class as a nested union error. This parser keeps what names
-the problem: a bad value is one line naming the option.
+unknown argument, or a bad value, of a model or data class as a nested union error. These parsers keep what names
+the problem, in one line: they raise it as a UserInputError, which the entry point prints with exit status 2 after
+dropping what the run had printed so far (trainrig/errors/held_output.py).
 """
 
 import difflib
 import importlib
 import inspect
 import re
-import sys
 from typing import NoReturn
 
 from jsonargparse import ArgumentParser
 from lightning.pytorch.cli import LightningArgumentParser
 
+from trainrig.errors import UserInputError
 from trainrig.errors.moved import moved_class_path_error
 
-MAX_LINES = 10
 UNKNOWN_ARGUMENTS = re.compile(r"unrecognized arguments: (?P<given>.+)")
 UNKNOWN_CONFIG_KEY = re.compile(r"does not accept option '(?P<key>[^']+)'")
 UNKNOWN_CLASS_ARGUMENT = re.compile(
@@ -25,58 +25,116 @@ UNKNOWN_CLASS_ARGUMENT = re.compile(
     r".*?Option '(?P<option>\w+)' is not accepted",
     re.S,
 )
-BAD_CLASS_ARGUMENT_VALUE = re.compile(
-    r'Parser key "(?P<key>[\w.]+)".*?class_path \'[\w.]+\':\s*Parser key "(?P<argument>\w+)":\s*(?P<problem>[^\n]*\S)',
-    re.S,
-)
+# A class's argument given a bad value: the key it was given as below the class's option, and the value.
+NESTED_ARGUMENT = re.compile(r"Given value: NestedArg\(key='(?P<key>[\w.]+)', val=(?P<value>.*)\)\s*$")
+QUOTES = ("'", '"')
+INNER_KEY = re.compile(r'Parser key "\w+":')
+NOT_OF_TYPE = re.compile(r"Not of type (?P<type>\w+):")
 # A value outside a jsonargparse.typing type (PositiveInt, OpenUnitInterval, ...) in the signature.
 RESTRICTION = re.compile(r"Not of type \w+: (?P<value>.+) does not conform to restriction (?P<rule>.+)")
+# A value of the wrong type for an option: `Parser key "K":` then what was expected and what was given.
+PARSER_KEY = re.compile(r'^\s*Parser key "(?P<key>[\w.]+)":\s*(?P<problem>.*)', re.S)
+EXPECTED_TYPE = re.compile(r"Expected a <class '(?:\w+\.)*(?P<type>\w+)'>")
+GIVEN_VALUE = re.compile(r"(?:Given value|Got value): (?P<value>[^\n]*)")
+UNION_SUBTYPES = re.compile(r"Subtypes: \[(?P<types>[^\]]*)\]")
+TYPE_NAME = re.compile(r"<class '(?:[\w]+\.)*(?P<name>\w+)'>|(?:[\w]+\.)*(?P<alias>\w+)\[")
+# A YAML syntax error in a config file or value: yaml's problem and where.
+YAML_PROBLEM = re.compile(r"Problems parsing config:.*\n(?P<problem>[^\n]+)\n\s+in [^,]+, line (?P<line>\d+)", re.S)
 
 
-class ShortErrorParser(LightningArgumentParser):
-    """LightningCLI's parser, whose errors fit in a few lines and suggest the option that was probably meant."""
+class ShortErrors:
+    """A jsonargparse parser whose errors are one line that suggests the option probably meant."""
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:
             super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
-        command = parser.prog.replace(" [options]", "")
-        if (problem := moved_class_path_error(message) or bad_value(message)) is not None:
-            lines = [f"error: {problem}"]
-        else:
-            first, *rest = short_message(message, parser)
-            lines = [f"error: {first}", *rest, f"all options: {command} --help"]
-        print("\n".join(lines[:MAX_LINES]), file=sys.stderr)
-        sys.exit(2)
+        raise UserInputError(one_line_problem(message, parser))
 
 
-def short_message(message: str, parser: ArgumentParser) -> list[str]:
+class ShortErrorParser(ShortErrors, LightningArgumentParser):
+    """LightningCLI's parser, with one-line errors."""
+
+
+class ShortErrorArgumentParser(ShortErrors, ArgumentParser):
+    """A plain jsonargparse parser (the optional parts' entry points and launchers), with one-line errors."""
+
+
+def one_line_problem(message: str, parser: ArgumentParser) -> str:
+    """What is wrong, naming the option; a problem with an option's name ends with where all options are listed."""
+    if UNKNOWN_CLASS_ARGUMENT.search(message):
+        problem = None
+    else:
+        problem = moved_class_path_error(message) or nested_value(message) or wrong_value(message)
+    if problem is not None:
+        return problem
+    command = parser.prog.replace(" [options]", "")
+    return f"{unknown_option(message, parser)} (all options: {command} --help)"
+
+
+def unknown_option(message: str, parser: ArgumentParser) -> str:
     """The problem, with 'did you mean' when a known option or argument is close to the one given."""
     if match := UNKNOWN_ARGUMENTS.search(message):
         given = [word for word in match["given"].split() if word.startswith("--")] or [match["given"]]
-        return [f"unknown option {option}{did_you_mean(option, options_of(parser))}" for option in given]
+        return "; ".join(f"unknown option {option}{did_you_mean(option, options_of(parser))}" for option in given)
     if match := UNKNOWN_CONFIG_KEY.search(message):
         option = "--" + match["key"]
-        return [f"unknown config key {match['key']} (option {option}){did_you_mean(option, options_of(parser))}"]
+        return f"unknown config key {match['key']} (option {option}){did_you_mean(option, options_of(parser))}"
     if match := UNKNOWN_CLASS_ARGUMENT.search(message):
         prefix = f"--{match['key']}.init_args."
         option = prefix + match["option"]
         known = [prefix + name for name in arguments_of(match["class_path"])]
-        return [f"{match['class_path']} has no argument {match['option']} ({option}){did_you_mean(option, known)}"]
-    return message.strip().splitlines()[: MAX_LINES - 1]
+        return f"{match['class_path']} has no argument {match['option']} ({option}){did_you_mean(option, known)}"
+    return " ".join(line.strip() for line in message.strip().splitlines() if line.strip())
 
 
-def bad_value(message: str) -> str | None:
-    """The option of a model, data or logger class given a value its signature rejects, and why; else None."""
-    if UNKNOWN_CLASS_ARGUMENT.search(message) or not (match := BAD_CLASS_ARGUMENT_VALUE.search(message)):
+def nested_value(message: str) -> str | None:
+    """An argument of a model, data, logger, optimizer or scheduler class given a value its signature rejects, as one
+    line naming the option; None for other problems.
+
+    jsonargparse reports it inside the union of the classes around it; the option is the outer key and the nested
+    one it was given as, the problem what the innermost key says.
+    """
+    outer = PARSER_KEY.match(message)
+    nested = NESTED_ARGUMENT.search(message)
+    if outer is None or nested is None:
         return None
-    if "Parser key" in match["problem"]:  # nested deeper (an optimizer's arguments): no single line to show
+    option = f"--{outer['key']}.init_args.{nested['key']}"
+    innermost = list(INNER_KEY.finditer(message))[-1]
+    problem = message[innermost.end() :].split(". Got value:")[0]
+    return describe(option, problem, nested["value"])
+
+
+def wrong_value(message: str) -> str | None:
+    """An option given a value of the wrong type or out of its range, a missing config file, or YAML that does not
+    parse, as one line; None for other problems."""
+    if match := YAML_PROBLEM.search(message):
+        return f"a config is not valid YAML: {match['problem'].strip()} (line {match['line']}); fix the file or value"
+    if not (match := PARSER_KEY.match(message)):
         return None
-    option = f"--{match['key']}.init_args.{match['argument']}"
-    if restricted := RESTRICTION.fullmatch(match["problem"]):
+    given = GIVEN_VALUE.search(match["problem"])
+    return describe(f"--{match['key']}", match["problem"], given["value"].strip() if given else None)
+
+
+def describe(option: str, problem: str, value: str | None) -> str:
+    """One line for `option` given `value`, from jsonargparse's `problem` with it."""
+    if restricted := RESTRICTION.search(problem):
         rule = re.sub(r"v([<>=!]=?)", r"\1 ", restricted["rule"])
         return f"{option} must be {rule}, got {restricted['value']}"
-    return f"{option}: {match['problem']}"
+    if problem.strip().startswith("File does not exist"):
+        return f"{option}: {problem.strip().splitlines()[0]}"
+    if not_of_type := NOT_OF_TYPE.search(problem):
+        return f"{option} must be a {not_of_type['type']}, got {value}" if value else f"{option}: {problem.strip()}"
+    if subtypes := UNION_SUBTYPES.search(problem):
+        names = [match["name"] or match["alias"] for match in TYPE_NAME.finditer(subtypes["types"])]
+    else:
+        names = [match["type"] for match in EXPECTED_TYPE.finditer(problem)]
+    expected = " or ".join(dict.fromkeys("None" if name == "NoneType" else name for name in names))
+    if value is not None and expected:
+        shown = value if value.startswith(QUOTES) else repr(value)
+        return f"{option} expects {expected}, got {shown}"
+    first = next((line.strip(" -") for line in problem.splitlines() if line.strip(" -")), "invalid value")
+    return f"{option}: {first}"
 
 
 def did_you_mean(given: str, known: list[str]) -> str:

@@ -24,6 +24,7 @@ from trainrig.resume.run_directory import (
     first_logger,
     logger_class,
 )
+from trainrig.resume.sharded import is_sharded_checkpoint, read_metadata, saved_shapes
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,11 @@ def say(message: str) -> None:
 
 def checkpoint_candidates(directory: Path) -> list[Path]:
     """Checkpoints in one directory, the ones to try first first: last, previous, then the newest."""
-    found = [path for path in directory.glob("*.ckpt") if path.is_file() and not path.name.startswith(".")]
+    found = [
+        path
+        for path in directory.glob("*.ckpt")
+        if (path.is_file() or is_sharded_checkpoint(path)) and not path.name.startswith(".")
+    ]
     return sorted(
         found,
         key=lambda path: (
@@ -74,7 +79,10 @@ def checkpoint_candidates(directory: Path) -> list[Path]:
 def loadable(path: Path) -> tuple[dict | None, str]:
     """The checkpoint's progress counters, or None and why it cannot be resumed from."""
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        if path.is_dir():  # sharded: the tensors stay unread; the shards' index says they were all written
+            checkpoint = {"state_dict": None, **read_metadata(path)}
+        else:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
     except Exception as error:  # noqa: BLE001 - any failure to read it makes it unusable, whatever the cause
         return None, one_line(error)
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "loops" not in checkpoint:
@@ -181,28 +189,41 @@ def _in_directory(directory: Path, run_dir: Path | None) -> ResumePoint | None:
     return ResumePoint(path, run_dir, progress["global_step"], progress["first_logged_step"])
 
 
-def resolve_last(config, checkpoint_root: str | None = None) -> None:
-    """Replace `ckpt_path: last` in a parsed fit config by the checkpoint to resume and point the logger at its run."""
+def resolve_last(config, checkpoint_root: str | None = None) -> ResumePoint | None:
+    """Replace `ckpt_path: last` in a parsed fit config by the checkpoint to resume and point the logger at its run.
+
+    Returns the resume point, for `continue_metrics` once the run is accepted: a refused resume leaves the run's
+    files as they were."""
     if config.get("ckpt_path") != "last":
-        return
+        return None
     point = find_resume_point(config.trainer, checkpoint_root)
     if point is None:
         say("no checkpoint of this experiment yet; starting fresh")
         config.ckpt_path = None
-        return
+        return None
     config.ckpt_path = str(point.checkpoint)
     if point.run_dir is not None:
         _continue_run(first_logger(config.trainer), point.run_dir)
-        if rank_zero_only.rank == 0:
-            drop_rows_from_step(point.run_dir / METRICS_FILE, point.logged_steps)
     say(f"continuing from {point.checkpoint} (step {point.global_step})")
+    return point
+
+
+def continue_metrics(point: ResumePoint | None) -> None:
+    """Drop the resumed run's metrics rows logged after its checkpoint, which the run logs again."""
+    if point is not None and point.run_dir is not None and rank_zero_only.rank == 0:
+        drop_rows_from_step(point.run_dir / METRICS_FILE, point.logged_steps)
 
 
 def check_fits(model, ckpt_path) -> None:
     """A UserInputError naming the first parameter whose shape differs, instead of torch's page of mismatches."""
-    if ckpt_path is None or not Path(ckpt_path).is_file():
+    if ckpt_path is None:
         return
-    saved = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True).get("state_dict", {})
+    if is_sharded_checkpoint(ckpt_path):
+        saved = saved_shapes(Path(ckpt_path))
+    elif Path(ckpt_path).is_file():
+        saved = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True).get("state_dict", {})
+    else:
+        return
     for name, tensor in model.state_dict().items():
         if name in saved and hasattr(saved[name], "shape") and saved[name].shape != tensor.shape:
             raise UserInputError(

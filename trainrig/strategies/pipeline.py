@@ -29,7 +29,7 @@ import torch.distributed as dist
 from lightning.fabric.plugins.collectives.torch_collective import default_pg_timeout
 from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.fabric.utilities.optimizer import _optimizers_to_device
-from lightning.pytorch import LightningModule
+from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from lightning.pytorch.trainer.states import TrainerFn
@@ -207,6 +207,10 @@ class PipelineStrategy(DDPStrategy):
         self._loss_fn_checked = False
         self._reported_batch_sizes: set[int] = set()
 
+    def layout(self) -> dict:
+        """What a run's checkpoints record of this pipeline (trainrig/strategies/record.py)."""
+        return {"schedule": self.schedule, "stages": self._num_stages, "data_parallel": self.data_parallel}
+
     @property
     @override
     def distributed_sampler_kwargs(self) -> dict:
@@ -247,10 +251,10 @@ class PipelineStrategy(DDPStrategy):
 
     @override
     def connect(self, model) -> None:
-        self._check_setup(model)
+        self._check_setup(model, model._trainer.datamodule if model._trainer is not None else None)
         super().connect(model)
 
-    def _check_setup(self, model) -> None:
+    def _check_setup(self, model, datamodule=None) -> None:
         """Raise a UserInputError for a setup that cannot work, before any process group exists."""
         schedule = schedule_class(self.schedule)
         if self.microbatches < 1:
@@ -272,6 +276,7 @@ class PipelineStrategy(DDPStrategy):
                 f"{processes} processes ({MICROBATCH_RULES[schedule]}); "
                 f"set --trainer.strategy.init_args.microbatches {valid}"
             )
+        self._check_batch_size(datamodule, schedule, processes)
         stages = model_stages(model, self.strategy_name)
         if (problem := stage_count_problem(schedule, len(stages), processes)) is not None:
             if self.data_parallel > 1:
@@ -285,6 +290,22 @@ class PipelineStrategy(DDPStrategy):
             )
         if getattr(self.precision_plugin, "scaler", None) is not None:
             raise UserInputError("pipeline cannot use a gradient scaler (precision 16-mixed); use bf16-mixed or 32")
+
+    def _check_batch_size(self, datamodule, schedule: type, processes: int) -> None:
+        """A batch size (the datamodule's `batch_size` hyper-parameter) that `microbatches` does not divide is refused:
+        the run would otherwise split every batch into fewer micro-batches than the one it says it uses."""
+        batch_size = getattr(datamodule, "hparams", {}).get("batch_size")
+        if not isinstance(batch_size, int) or batch_size % self.microbatches == 0:
+            return
+        counts = [
+            c for c in range(1, batch_size + 1) if not batch_size % c and accepts_microbatches(schedule, c, processes)
+        ]
+        nearest = min(counts or [1], key=lambda count: abs(count - self.microbatches))
+        raise UserInputError(
+            f"pipeline microbatches {self.microbatches} does not divide the batch size {batch_size} "
+            f"(--data.init_args.batch_size); set --trainer.strategy.init_args.microbatches {nearest}, or a batch size "
+            f"that {self.microbatches} divides"
+        )
 
     @override
     def setup(self, trainer) -> None:
@@ -568,14 +589,15 @@ class PipelineStrategy(DDPStrategy):
 class _CheckFirstLauncher(_SubprocessScriptLauncher):
     """Checks the model before starting the other processes, so a bad setup fails once, in one line."""
 
-    def __init__(self, check: Callable[[LightningModule], None], *args):
+    def __init__(self, check: Callable[[LightningModule, LightningDataModule | None], None], *args):
         super().__init__(*args)
         self._check = check
 
     @override
     def launch(self, function, *args, trainer=None, **kwargs):
         if args and isinstance(args[0], LightningModule):
-            self._check(args[0])
+            datamodule = next((arg for arg in (*args, *kwargs.values()) if isinstance(arg, LightningDataModule)), None)
+            self._check(args[0], datamodule)
         return super().launch(function, *args, trainer=trainer, **kwargs)
 
 

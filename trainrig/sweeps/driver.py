@@ -6,8 +6,10 @@ lost process, or a trial the previous driver left running) continue from its las
 """
 
 import json
+import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -16,9 +18,10 @@ from pathlib import Path
 
 import optuna
 
+from trainrig.errors import UserInputError
 from trainrig.sweeps import trials
 from trainrig.sweeps.channel import DriverSide, LocalPlacement
-from trainrig.sweeps.options import SweepOptions
+from trainrig.sweeps.options import METRIC_NOT_LOGGED, PROGRESS_PER_EPOCH, SweepOptions
 from trainrig.sweeps.space import as_overrides
 from trainrig.sweeps.trial_logging import TrialLogging
 
@@ -28,6 +31,8 @@ STOPPED_EXIT_CODE = 128 + signal.SIGTERM  # as cli.py's: stopped with checkpoint
 # Stopped with a checkpoint, lost another process of the trial, or killed: a restart resumes from the checkpoint.
 RESTARTABLE = {128 + signal.SIGTERM, 128 + signal.SIGABRT, 128 + signal.SIGKILL}
 STATE = optuna.trial.TrialState
+# The trial's user attribute holding the seconds its processes ran, across restarts and drivers.
+SECONDS = "seconds"
 
 
 @dataclass
@@ -42,6 +47,8 @@ class RunningTrial:
     last_value: float | None = None
     pruned: bool = False
     restarts: int = 0
+    seconds: float = 0.0  # how long its earlier processes ran
+    started_at: float = 0.0  # time.monotonic() when its process started
 
 
 def open_study(options: SweepOptions, name: str, sweep_dir: Path, space: dict) -> optuna.Study:
@@ -79,12 +86,51 @@ class AskTellGridSampler(optuna.samplers.GridSampler):
 
 def _pruner(options: SweepOptions) -> optuna.pruners.BasePruner:
     if options.pruner == "median":
-        return optuna.pruners.MedianPruner(
-            n_startup_trials=options.pruner_startup_trials, n_warmup_steps=options.pruner_warmup_steps
+        return ProgressMedianPruner(
+            options.pruner_startup_trials, round(options.pruner_warmup_epochs * PROGRESS_PER_EPOCH)
         )
     if options.pruner == "hyperband":
         return optuna.pruners.HyperbandPruner()
     return optuna.pruners.NopPruner()
+
+
+class ProgressMedianPruner(optuna.pruners.BasePruner):
+    """Prunes a trial whose best value so far is worse than the median of the completed trials at the same progress.
+
+    Trials report at their progress through the data (thousandths of an epoch). Trials of different batch sizes
+    validate after different numbers of batches, so their reports rarely fall on the same progress; Optuna's
+    MedianPruner compares only equal steps, and leaves such a trial without any to compare with. Here each
+    completed trial counts with its latest value at or before the pruned trial's progress: what it had reached
+    having seen no more data.
+    """
+
+    def __init__(self, n_startup_trials: int, n_warmup_steps: int) -> None:
+        self.n_startup_trials, self.n_warmup_steps = n_startup_trials, n_warmup_steps
+
+    def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+        completed = study.get_trials(deepcopy=False, states=(STATE.COMPLETE,))
+        progress = trial.last_step
+        if not completed or len(completed) < self.n_startup_trials or progress is None:
+            return False
+        if progress < self.n_warmup_steps:
+            return False
+        values = [value for value in trial.intermediate_values.values() if not math.isnan(value)]
+        if not values:
+            return True
+        maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+        best = max(values) if maximize else min(values)
+        reached = [value for other in completed if (value := _value_at(other, progress)) is not None]
+        if not reached:
+            return False
+        median = statistics.median(reached)
+        return best < median if maximize else best > median
+
+
+def _value_at(trial: optuna.trial.FrozenTrial, progress: int) -> float | None:
+    """A trial's latest reported value at or before `progress`, or None if it reported none by then."""
+    reported = [step for step in trial.intermediate_values if step <= progress]
+    value = trial.intermediate_values[max(reported)] if reported else None
+    return None if value is None or math.isnan(value) else value
 
 
 class Driver:
@@ -150,6 +196,7 @@ class Driver:
         """A trial the previous driver left running: its process is stopping or gone, its checkpoint is kept."""
         # Optuna has no public way from a FrozenTrial to the live Trial that report() and tell() take.
         run = self._prepared(optuna.Trial(self.study, frozen._trial_id), frozen.intermediate_values)
+        run.seconds = frozen.user_attrs.get(SECONDS, 0.0)
         say(f"trial {frozen.number} was interrupted; it continues from its last checkpoint")
         return run
 
@@ -167,6 +214,7 @@ class Driver:
         run.port = trials.free_port({other.port for other in self.running})
         run.placed = self.placement.take()
         run.process = trials.start(self.cli, self._arguments(run), run.directory, run.port)
+        run.started_at = time.monotonic()
         self.running.append(run)
         say(f"trial {run.trial.number} started: {_shown(run.trial.params)} (log: {run.directory / trials.LOG})")
 
@@ -193,10 +241,18 @@ class Driver:
         self._read_reports(run)
         self.running.remove(run)
         self.placement.give_back(run.placed)
+        run.seconds += time.monotonic() - run.started_at
+        run.started_at = time.monotonic()
+        run.trial.set_user_attr(SECONDS, run.seconds)
         number = run.trial.number
+        cause = trials.failure_cause(run.directory, exit_code) if exit_code else ""
+        if exit_code == 2 and METRIC_NOT_LOGGED in cause:
+            self._fail(run, cause)
+            self._stop(None, None)
+            raise UserInputError(cause.removeprefix("exit 2: "))
         if exit_code == 0 and run.pruned:
             self.study.tell(run.trial, state=STATE.PRUNED)
-            say(f"trial {number} pruned at step {max(run.reported)}")
+            say(f"trial {number} pruned after {max(run.reported) / PROGRESS_PER_EPOCH:g} epochs")
         elif exit_code == 0 and run.last_value is not None:
             self.study.tell(run.trial, run.last_value)
             say(f"trial {number} finished: {self.options.metric} {run.last_value:.6g}")
@@ -206,16 +262,17 @@ class Driver:
             say(f"trial {number} stopped with a checkpoint")
         elif exit_code in RESTARTABLE and run.restarts < self.options.max_restarts:
             run.restarts += 1
-            say(f"trial {number} stopped ({trials.failure_cause(run.directory, exit_code)}); restart {run.restarts}")
+            say(f"trial {number} stopped ({cause}); restart {run.restarts}")
             self._start(run)
         else:
-            self._fail(run, trials.failure_cause(run.directory, exit_code))
+            self._fail(run, cause)
 
     def _read_reports(self, run: RunningTrial) -> None:
         for step, value in run.channel.new_reports():
             prune = False
             if step not in run.reported:
                 run.trial.report(value, step)
+                run.trial.set_user_attr(SECONDS, run.seconds + time.monotonic() - run.started_at)
                 run.reported.add(step)
                 prune = run.trial.should_prune()
             run.last_value = value

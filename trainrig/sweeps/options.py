@@ -23,9 +23,10 @@ class SweepOptions:
             values, in the order a seeded shuffle gives).
         seed: The sampler's seed.
         pruner: Stop trials that fall behind at a validation: `median` (behind the median of completed trials
-            at the same step), `hyperband`, or `none`.
+            at the same progress: epochs of training data seen, so trials of different batch sizes compare
+            fairly), `hyperband`, or `none`.
         pruner_startup_trials: `median`: trials that complete before any is pruned.
-        pruner_warmup_steps: `median`: training steps of a trial before it may be pruned.
+        pruner_warmup_epochs: `median`: epochs (fractions too) a trial trains before it may be pruned.
         max_restarts: How often a trial stopped by a signal or a lost process (exit 143 or 134) is started again
             from its last checkpoint.
     """
@@ -41,5 +42,11 @@ class SweepOptions:
     seed: int = 0
     pruner: Literal["median", "hyperband", "none"] = "median"
     pruner_startup_trials: int = 2
-    pruner_warmup_steps: int = 0
+    pruner_warmup_epochs: float = 0.0
     max_restarts: int = 1
+
+
+# What a trial's error says when the study's metric is never logged: the driver stops the study on it.
+METRIC_NOT_LOGGED = "is not logged at validation"
+# A trial reports its progress in thousandths of an epoch (Optuna's steps are integers).
+PROGRESS_PER_EPOCH = 1000

@@ -1,14 +1,22 @@
-"""The callback every trial runs: rank 0 reports the metric to the driver, and all ranks stop when it prunes."""
+"""The callback every trial runs: rank 0 reports the metric to the driver, and all ranks stop when it prunes.
 
+Reports are made at a trial's progress through its data, in thousandths of an epoch, not at its step count: trials
+of a space that varies the batch size validate at different steps, but after the same epochs, so the pruner
+compares each with others at the same amount of training data seen.
+"""
+
+import math
 from importlib import import_module
 from pathlib import Path
 
 from lightning.pytorch import Callback
 from typing_extensions import override
 
+from trainrig.errors import UserInputError
 from trainrig.sweeps import channel as file_channel
+from trainrig.sweeps.options import METRIC_NOT_LOGGED, PROGRESS_PER_EPOCH
 
-__all__ = ["ReportToDriver"]
+__all__ = ["ReportToDriver", "progress"]
 
 
 class ReportToDriver(Callback):
@@ -41,10 +49,16 @@ class ReportToDriver(Callback):
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking:
             return
+        if self.metric not in trainer.callback_metrics:
+            logged = ", ".join(sorted(trainer.callback_metrics)) or "nothing"
+            raise UserInputError(
+                f"--sweep.metric {self.metric} {METRIC_NOT_LOGGED} (step {trainer.global_step}; logged: {logged}); "
+                "set --sweep.metric to one of those"
+            )
         prune = False
-        if trainer.is_global_zero and self.metric in trainer.callback_metrics:
+        if trainer.is_global_zero:
             value = float(trainer.callback_metrics[self.metric])
-            prune = self._report_and_wait(trainer.global_step, value)
+            prune = self._report_and_wait(progress(trainer), value)
         # Every rank stops at the same step, as rank 0 was told.
         if trainer.strategy.broadcast(prune, src=0):
             trainer.should_stop = True
@@ -53,3 +67,11 @@ class ReportToDriver(Callback):
         if self.transport is not None:
             return import_module(self.transport).report_and_wait(self.channel, step, value, self.timeout_s)
         return file_channel.report_and_wait(Path(self.channel), step, value, self.driver_pid, self.timeout_s)
+
+
+def progress(trainer) -> int:
+    """How far the trial is through its training data: thousandths of an epoch, whatever its batch size."""
+    batches = trainer.num_training_batches
+    done = trainer.fit_loop.epoch_loop.batch_progress.current.ready
+    fraction = done / batches if batches and not math.isinf(batches) else 1.0
+    return round(PROGRESS_PER_EPOCH * (trainer.current_epoch + min(fraction, 1.0)))

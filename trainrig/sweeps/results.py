@@ -1,5 +1,5 @@
 """What a sweep leaves for people: the table of trials (printed and `trials.csv`), the best trial's `best.yaml`,
-and Optuna's plots as PNG when matplotlib is installed."""
+and Optuna's plots as PNG (matplotlib: in the `sweep` extra)."""
 
 import copy
 import csv
@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import yaml
 
+from trainrig.sweeps.driver import SECONDS
 from trainrig.sweeps.space import set_key
 
 COLUMNS = ("trial", "state", "value", "seconds")
@@ -33,7 +34,8 @@ def table(study: optuna.Study) -> list[dict]:
     keys = sorted({key for trial in study.trials for key in trial.params})
     rows = []
     for trial in study.trials:
-        duration = trial.duration.total_seconds() if trial.duration is not None else None
+        # How long the trial's processes ran: not the time a stopped driver left it waiting to be resumed.
+        duration = trial.user_attrs.get(SECONDS)
         row = {
             "trial": trial.number,
             "state": trial.state.name,

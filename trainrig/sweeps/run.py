@@ -46,8 +46,10 @@ def check_options(options: SweepOptions) -> None:
         value = getattr(options, name)
         if value < 1:
             raise UserInputError(f"--sweep.{name} must be at least 1, got {value}")
-    if options.max_restarts < 0:
-        raise UserInputError(f"--sweep.max_restarts must be 0 or more, got {options.max_restarts}")
+    for name in ("max_restarts", "pruner_startup_trials", "pruner_warmup_epochs"):
+        value = getattr(options, name)
+        if value < 0:
+            raise UserInputError(f"--sweep.{name} must be 0 or more, got {value}")
 
 
 def resolved_training_config(cli: Path, arguments: list[str]) -> str:

@@ -1,0 +1,49 @@
+"""A `--ckpt_path` file that cannot be read is refused before anything is built or written, in one line."""
+
+from pathlib import Path
+
+import torch
+
+from trainrig.errors import UserInputError, one_line
+
+__all__ = ["check_checkpoint_readable"]
+
+
+def check_checkpoint_readable(ckpt_path: str | None) -> None:
+    """Load the checkpoint file (memory-mapped, so only its index is read) and refuse one torch cannot open or that
+    holds no model weights: a truncated copy fails here rather than in a traceback once the run has started.
+
+    A folder (a sharded checkpoint) and a name Lightning resolves itself (`last`, `best`, a URL) are left to the
+    loader that reads them.
+    """
+    if ckpt_path is None or not Path(ckpt_path).is_file():
+        return
+    try:
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as error:  # noqa: BLE001 - whatever torch fails on, the file is not a checkpoint it can read
+        raise UserInputError(
+            f"checkpoint {ckpt_path} cannot be read ({one_line(error)}); it may be truncated or not a checkpoint: "
+            "set --ckpt_path to a complete .ckpt file"
+        ) from error
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise UserInputError(
+            f"checkpoint {ckpt_path} holds no model weights (no state_dict); set --ckpt_path to a Lightning .ckpt file"
+        )
+
+
+def check_same_parameters(model, ckpt_path: str | None) -> None:
+    """Refuse a checkpoint file whose weights name other parameters than the model's (a layer more or fewer), which
+    Lightning would report after the run started, in a page of key names. Shapes: `latest.check_fits`."""
+    if ckpt_path is None or not Path(ckpt_path).is_file() or not getattr(model, "strict_loading", True):
+        return
+    saved = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True).get("state_dict", {})
+    expected = model.state_dict()
+    missing = [name for name in expected if name not in saved]
+    unexpected = [name for name in saved if name not in expected]
+    if missing or unexpected:
+        differences = [f"{len(missing)} missing there (e.g. {missing[0]})"] if missing else []
+        differences += [f"{len(unexpected)} not in this model (e.g. {unexpected[0]})"] if unexpected else []
+        raise UserInputError(
+            f"checkpoint {ckpt_path} does not fit this model: parameters {' and '.join(differences)}; use the config "
+            "the checkpoint was trained with, or start fresh"
+        )
