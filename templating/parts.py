@@ -23,12 +23,14 @@ import sys
 from pathlib import Path
 
 EXAMPLES = ("cnn", "lstm", "mlp")
-OPTIONAL_PARTS = ("dask", "wandb", "kubernetes", "sweep")
+OPTIONAL_PARTS = ("dask", "wandb", "kubernetes", "slurm", "sweep")
 CHOICES = (*EXAMPLES, *OPTIONAL_PARTS)
 
 # Files and folders that exist only when their condition holds.
 PATHS = {
     "cnn": [
+        "benchmarks/sharding.py",
+        "docs/performance/sharding.md",
         "models/image_backbones.py",
         "models/staged_resnet.py",
         "lightning_modules/image_classifier.py",
@@ -105,8 +107,14 @@ PATHS = {
         "tests/test_multi_host.py",
         "tests/helpers/multi_host_runs.py",
         "tests/helpers/resume_runs.py",
+        "tests/test_fsdp2.py",
+        "tests/helpers/sharded_runs.py",
     ],
-    "mlp and kubernetes": ["tests/test_multi_host_pytorchjob.py", "tests/test_cluster_jobs_pipeline.py"],
+    "mlp and kubernetes": [
+        "tests/test_multi_host_pytorchjob.py",
+        "tests/test_multi_host_trainjob.py",
+        "tests/test_cluster_jobs_pipeline.py",
+    ],
     "cnn or lstm": ["benchmarks", "docs/performance"],
     "dask": [
         "docs/dask.md",
@@ -139,6 +147,7 @@ PATHS = {
         "tests/test_dask_launcher_pipeline.py",
         "tests/test_multi_host_dask.py",
         "tests/test_resume_dask.py",
+        "tests/test_fsdp2_dask.py",
     ],
     "dask and wandb": ["tests/test_monitoring_wandb_dask.py"],
     "dask and mlp and cnn": ["benchmarks/recovery.py", "docs/performance/recovery.md"],
@@ -151,9 +160,19 @@ PATHS = {
         "Dockerfile",
         ".dockerignore",
         "tests/test_cluster_jobs.py",
+        "tests/test_cluster_jobs_trainjob.py",
         "tests/helpers/pytorchjobs.py",
+        "tests/helpers/trainjobs.py",
         "tests/schemas",
     ],
+    "slurm": ["docs/slurm.md", "trainrig/slurm", "trainrig/testing/slurm.py"],
+    "slurm and mlp": [
+        "tests/test_slurm.py",
+        "tests/test_slurm_sbatch.py",
+        "tests/helpers/slurm_jobs.py",
+        "tests/helpers/slurm_faults.py",
+    ],
+    "slurm and mlp and (cnn or lstm)": ["benchmarks/slurm_requeue.py", "docs/performance/slurm.md"],
     "sweep": [
         "sweep.py",
         "trainrig/sweeps",
@@ -164,6 +183,7 @@ PATHS = {
     "sweep and lstm": [
         "configs/sweeps/lstm.yaml",
         "tests/test_sweep.py",
+        "tests/test_sweep_fairness.py",
         "tests/helpers/sweep_runs.py",
         "tests/helpers/trial_values.py",
     ],

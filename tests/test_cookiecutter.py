@@ -36,11 +36,12 @@ TRACES = {
     "mlp": ["mlp", "fashion"],  # the strategies and staged models come with the CNN too
     "dask": ["dask"],
     "wandb": ["wandb", "w&b", "weights & biases"],
-    "kubernetes": ["kubernetes", "kubeflow", "pytorchjob", "run:ai", "runai", "docker"],
+    "kubernetes": ["kubernetes", "kubeflow", "pytorchjob", "trainjob", "run:ai", "runai", "docker"],
+    "slurm": ["slurm", "sbatch", "srun"],
     # Generated projects name cookiecutter only to update from the template (.template/, the dev extra).
     "template": ["cookiecutter.json", "cookiecutter: ", "templating", "post_gen_project"],
 }
-NO_PARTS = {"dask": "no", "wandb": "no", "kubernetes": "no", "sweep": "no"}
+NO_PARTS = {"dask": "no", "wandb": "no", "kubernetes": "no", "slurm": "no", "sweep": "no"}
 VARIANTS = {
     "everything": {},
     "cnn_alone": {"lstm": "no", "mlp": "no", **NO_PARTS},
