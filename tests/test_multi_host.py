@@ -30,6 +30,7 @@ from tests.helpers.multi_host_runs import (
     one_host_losses,
     torchrun,
 )
+from tests.helpers.ran import assert_ran_as
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
 from trainrig.testing.hosts import EmulatedHosts, Host
@@ -89,6 +90,8 @@ def test_torchrun_on_two_hosts_matches_one_host():
             processes.append(host.popen(command + job_args(host) + ranks, **output))
         outputs = finished(processes)
         assert [process.returncode for process in processes] == [0, 0], outputs
+        ran_as = dict(strategy="DDPStrategy", processes=2, nodes=2, environment="TorchElasticEnvironment")
+        assert_ran_as(first.workdir / "logs", **ran_as)
         assert losses(first.workdir / "logs") == one_host_losses()
         assert not (hosts[1].workdir / "logs").exists()  # only global rank 0 writes
 
@@ -136,6 +139,8 @@ def test_elastic_torchrun_loses_a_host_and_ends_with_the_uninterrupted_weights()
             if run == "lost host":
                 assert "exiting 134, a restart resumes" in outputs[0], outputs[0]
                 assert "resume: continuing from" in outputs[0], outputs[0]  # global rank 0, on the first machine
+            ran_as = dict(strategy="DDPStrategy", processes=2, nodes=2, environment="TorchElasticEnvironment")
+            assert_ran_as(claim, **ran_as)
             weights[run] = final_weights(claim)
     for name, expected in weights["uninterrupted"].items():
         assert torch.equal(weights["lost host"][name], expected), name

@@ -19,6 +19,7 @@ from tests.helpers.multi_host_runs import (
     losses,
     one_host_losses,
 )
+from tests.helpers.ran import assert_ran_as
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
 from trainrig.testing.hosts import EmulatedHosts
@@ -57,6 +58,9 @@ def test_dask_scheduler_and_client_on_one_host_workers_on_two_others():
         client = client_host.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         (output,) = finished([client])
         assert client.returncode == 0, output
+        assert_ran_as(
+            client_host.workdir / "logs", strategy="DDPStrategy", processes=2, environment="DaskRankEnvironment"
+        )
         assert losses(client_host.workdir / "logs") == one_host_losses()
         for host in worker_hosts:
             assert not (host.workdir / "logs").exists()  # results come back to the client's host only
@@ -98,6 +102,7 @@ def test_dask_pipeline_across_hosts_loses_a_host_and_ends_with_the_uninterrupted
                 workers[1] = lost.popen(worker, **quiet)
             (output,) = finished([client])
             assert client.returncode == 0, output[-4000:]
+            assert_ran_as(logs, strategy="PipelineStrategy", processes=2, environment="DaskRankEnvironment")
             if run == "lost host":
                 assert "restart 1 of 1" in output, output[-4000:]
             weights[run] = final_weights(logs)

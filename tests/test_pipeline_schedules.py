@@ -18,6 +18,7 @@ from lightning.pytorch import Trainer
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_modules.mlp_classifier import MLPClassifier
+from tests.helpers.ran import assert_ran_as
 from tests.helpers.runs import ROOT, run_cli
 from tests.helpers.strategy_runs import (
     SCHEDULE_STAGES,
@@ -111,6 +112,7 @@ def test_schedule_matches_single_device(single_device, settings, tmp_path, sched
         ),
     )
     assert f"pipeline: {num_stages} stages on 2 processes, {schedule}, 4 micro-batches" in output
+    assert_ran_as(tmp_path, strategy="PipelineStrategy", processes=2, schedule=schedule, stages=num_stages)
     single = single_device[num_stages]
     assert largest_difference(checkpoint(single)["state_dict"], checkpoint(tmp_path)["state_dict"]) < TOLERANCE
     assert (
@@ -138,6 +140,7 @@ def test_pipeline_with_data_parallel_matches_single_device(single_device, settin
         ),
     )
     assert "2 stages on 2 processes x 2 data-parallel replicas" in output
+    assert_ran_as(tmp_path, strategy="PipelineStrategy", processes=4, stages=2, data_parallel=2)
     single = single_device[2]
     assert list(checkpoint(tmp_path)["state_dict"]) == list(checkpoint(single)["state_dict"])
     assert largest_difference(checkpoint(single)["state_dict"], checkpoint(tmp_path)["state_dict"]) < TOLERANCE

@@ -22,7 +22,9 @@ import pytest
 import torch
 
 from tests.helpers.faults import fault
+from tests.helpers.ran import assert_ran_as
 from tests.helpers.resume_runs import (
+    RAN_AS,
     RANKS,
     SEED,
     SLOW_STRATEGIES,
@@ -96,6 +98,7 @@ def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stra
         "a resumed job keeps one run directory"
     )
     assert_same_run(tmp_path, uninterrupted[strategy], context)
+    assert_ran_as(tmp_path, **RAN_AS[strategy])
 
 
 def test_finished_run_extended_by_epochs_ends_as_the_longer_run(uninterrupted, settings, tmp_path):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.ran import assert_ran_as
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, run_cli
 from tests.helpers.strategy_runs import (
@@ -35,6 +36,12 @@ from tests.helpers.strategy_runs import (
 )
 
 EPOCHS = 3
+RAN_AS = {
+    "single": "SingleDeviceStrategy",
+    "layer_split": "LayerSplitStrategy",
+    "ddp": "DDPStrategy",
+    "pipeline": "PipelineStrategy",
+}
 
 RUN_SETTINGS = """
 trainer:
@@ -117,6 +124,8 @@ def runs(tmp_path_factory, settings) -> dict[str, Path]:
         ),
     )
     assert "GPipe, 8 micro-batches per batch" in output, "the short name's option did not reach the strategy"
+    for name, strategy in RAN_AS.items():
+        assert_ran_as(logs[name], strategy=strategy)
     return logs
 
 

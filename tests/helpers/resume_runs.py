@@ -6,7 +6,6 @@ import random
 import subprocess
 from pathlib import Path
 
-from tests.helpers.faults import fault  # noqa: F401  (TEMPORARY: test_fsdp2 in progress imports it from here)
 from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
 from tests.helpers.runs import ROOT
 from tests.helpers.strategy_runs import run_processes
@@ -49,7 +48,21 @@ STRATEGY_ARGS = {
         *("--trainer.strategy.init_args.data_parallel", "2", "--trainer.devices", "4"),
     ],
 }
-RANKS = {"single": 1, "layer_split": 1, "ddp": 2, "pipeline": 2, "pipeline_interleaved": 2, "pipeline_ddp": 4}
+# What each strategy's run records of itself (tests/helpers/ran.py).
+RAN_AS = {
+    "single": {"strategy": "SingleDeviceStrategy", "processes": 1},
+    "layer_split": {"strategy": "LayerSplitStrategy", "processes": 1},
+    "ddp": {"strategy": "DDPStrategy", "processes": 2},
+    "pipeline": {"strategy": "PipelineStrategy", "processes": 2, "schedule": "GPipe", "stages": 2},
+    "pipeline_interleaved": {
+        "strategy": "PipelineStrategy",
+        "processes": 2,
+        "schedule": "Interleaved1F1B",
+        "stages": 4,
+    },
+    "pipeline_ddp": {"strategy": "PipelineStrategy", "processes": 4, "stages": 2, "data_parallel": 2},
+}
+RANKS = {strategy: ran_as["processes"] for strategy, ran_as in RAN_AS.items()}
 SLOW_STRATEGIES = ("pipeline_ddp",)
 SETTINGS = """
 trainer:

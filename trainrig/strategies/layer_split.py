@@ -68,6 +68,10 @@ class LayerSplitStrategy(SingleDeviceStrategy):
         self._stages: list[nn.Module] = []
         self._hooks = []
 
+    def layout(self) -> dict:
+        """What a run's checkpoints record of this split (trainrig/strategies/record.py)."""
+        return {"devices": [str(device) for device in self.stage_devices]}
+
     @override
     def connect(self, model) -> None:
         """Check the devices here rather than in __init__, where the CLI would bury the message in a traceback."""

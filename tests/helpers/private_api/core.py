@@ -1,5 +1,6 @@
 """What the CLI, the callbacks and resume/ touch."""
 
+import argparse
 import importlib
 
 from lightning.pytorch import Trainer
@@ -33,4 +34,10 @@ ATTRIBUTES = [
     ("CSVLogger", lambda: CSVLogger("logs"), "_experiment", "trainrig/resume/csv_logger.py (assigned)"),
     ("ExperimentWriter", _csv_experiment_writer, "_check_log_dir_exists", "trainrig/resume/csv_logger.py (overridden)"),
     ("ModelSummary", ModelSummary, "_max_depth", "trainrig/loggers/model_summary.py"),
+    (
+        "ArgumentParser",
+        lambda: argparse.ArgumentParser(),
+        "_actions",
+        "tests/test_bad_input_options.py (a tool's options)",
+    ),
 ]
