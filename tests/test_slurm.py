@@ -135,6 +135,7 @@ def test_the_time_limit_signal_checkpoints_requeues_and_continues_exactly(cluste
     assert_same_run_directory(RunDirectory.only_one_under(tmp_path / "slurm"), one_host_run(*epochs))
 
 
+@pytest.mark.slow  # CI budget (about 60 s): the scontrol requeue test above takes the same path back
 def test_a_lost_node_with_requeue_ends_with_the_uninterrupted_weights(cluster, one_host_run, tmp_path):
     """kill -9 of every process on the second node (its slurmd and its task) after the first epoch's checkpoint:
     SLURM marks the node down and requeues the job (`--requeue`); once the node's slurmd is back, the job runs again

@@ -1,5 +1,4 @@
-"""`last.ckpt` at an interval, at every epoch end and on preemption, with the one before kept as `previous.ckpt`
-(files, or directories under the fsdp2 strategy's sharded checkpoints)."""
+"""`last.ckpt` at an interval, at every epoch end and on preemption, with the one before kept as `previous.ckpt`."""
 
 import os
 from datetime import timedelta

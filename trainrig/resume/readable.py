@@ -37,9 +37,13 @@ def check_same_parameters(model, ckpt_path: str | None) -> None:
     if ckpt_path is None or not Path(ckpt_path).is_file() or not getattr(model, "strict_loading", True):
         return
     saved = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True).get("state_dict", {})
-    expected = model.state_dict()
-    missing = [name for name in expected if name not in saved]
-    unexpected = [name for name in saved if name not in expected]
+    # Loaded as the run will load them, so that a model's own load hooks (a staged model renaming keys to its
+    # grouping of stages) count; the run loads the same weights again when it restores the checkpoint.
+    try:
+        loaded = model.load_state_dict(saved, strict=False)
+    except RuntimeError as error:  # a parameter of another shape, under a name only a load hook gives it
+        raise UserInputError(f"checkpoint {ckpt_path} does not fit this model: {one_line(error)}") from error
+    missing, unexpected = loaded.missing_keys, loaded.unexpected_keys
     if missing or unexpected:
         differences = [f"{len(missing)} missing there (e.g. {missing[0]})"] if missing else []
         differences += [f"{len(unexpected)} not in this model (e.g. {unexpected[0]})"] if unexpected else []
