@@ -17,6 +17,7 @@ import yaml
 
 from tests.helpers.pytorchjobs import (
     assert_one_run_of_world_size,
+    assert_refused_in_one_line,
     clean_env,
     final_weights,
     free_port,
@@ -497,12 +498,7 @@ def with_flag(flag: str, value: str | None) -> list[str]:
 )
 def test_bad_input_gives_one_clear_line(tmp_path, args, expected):
     job_file = tmp_path / "job.yaml"
-    result = generate(*args, output=job_file)
-    assert result.returncode == 2
-    assert result.stdout == ""
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
-    assert expected in result.stderr
-    assert not job_file.exists()
+    assert_refused_in_one_line(generate(*args, output=job_file), expected, job_file)
 
 
 def test_nodes_count_the_master_and_a_queue_labels_the_job(tmp_path):

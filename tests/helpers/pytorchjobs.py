@@ -62,6 +62,15 @@ def generate(*args: str, output: Path | None = None) -> subprocess.CompletedProc
     return run_generator("--kind", "PyTorchJob", *args, output=output)
 
 
+def assert_refused_in_one_line(result: subprocess.CompletedProcess, expected: str, job_file: Path) -> None:
+    """The generator said `expected` in one line, exit status 2, and wrote no job file."""
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert expected in result.stderr
+    assert not job_file.exists()
+
+
 def generated_manifest(tmp_path: Path, *args: str) -> tuple[dict, str]:
     job_file = tmp_path / "job.yaml"
     result = generate(*args, output=job_file)

@@ -6,6 +6,7 @@ the problem, in one line: they raise it as a UserInputError, which the entry poi
 dropping what the run had printed so far (trainrig/errors/held_output.py).
 """
 
+import argparse
 import difflib
 import importlib
 import inspect
@@ -58,6 +59,14 @@ class ShortErrorParser(ShortErrors, LightningArgumentParser):
 
 class ShortErrorArgumentParser(ShortErrors, ArgumentParser):
     """A plain jsonargparse parser (the optional parts' entry points and launchers), with one-line errors."""
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """A standard-library parser (the cluster tools) whose bad flags are one line, exit status 2, like every other
+    bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserInputError(f"{message} (see --help)")
 
 
 def one_line_problem(message: str, parser: ArgumentParser) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from trainrig.errors import UserInputError
+from trainrig.errors.options import OneLineArgumentParser
 from trainrig.strategies.flag import STRATEGY_FLAG, TIMEOUT_FLAG, flag_values, parse_timeout, strategy_class
 
 KINDS = ("TrainJob", "PyTorchJob")
@@ -72,15 +73,8 @@ class JobRequest:
         return self.pods * self.nproc_per_node
 
 
-class _OneLineErrorParser(argparse.ArgumentParser):
-    """Report bad flags like every other bad input: one line, exit status 2."""
-
-    def error(self, message: str):
-        raise UserInputError(f"{message} (see --help)")
-
-
 def option_parser() -> argparse.ArgumentParser:
-    parser = _OneLineErrorParser(
+    parser = OneLineArgumentParser(
         prog="python -m trainrig.kubernetes.jobs",
         description="Write a Kubeflow TrainJob (Trainer v2) or PyTorchJob (v1 training operator) whose pods run "
         "cli.py fit, and print the Run:ai equivalent. Arguments after `--` are passed on to cli.py fit.",

@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from trainrig.errors import UserInputError
+from trainrig.errors.options import OneLineArgumentParser
 from trainrig.strategies.flag import STRATEGY_FLAG, TIMEOUT_FLAG, flag_values, parse_timeout, strategy_class
 
 DDP_STRATEGY = "lightning.pytorch.strategies.DDPStrategy"
@@ -81,15 +82,8 @@ class BatchRequest:
         return self.nodes * self.tasks_per_node
 
 
-class _OneLineErrorParser(argparse.ArgumentParser):
-    """Report bad flags like every other bad input: one line, exit status 2."""
-
-    def error(self, message: str):
-        raise UserInputError(f"{message} (see --help)")
-
-
 def option_parser() -> argparse.ArgumentParser:
-    parser = _OneLineErrorParser(
+    parser = OneLineArgumentParser(
         prog="python -m trainrig.slurm.sbatch",
         description="Write a SLURM batch script running cli.py fit on N nodes, requeued on preemption and ahead of "
         "the time limit, continuing its run. Arguments after `--` are passed on to cli.py fit.",
