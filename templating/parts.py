@@ -85,6 +85,7 @@ PATHS = {
         "docs/examples/lstm.md",
         "tests/test_examples_fit_lstm.py",
         "tests/helpers/private_api/name_generator.py",
+        "tests/test_fsdp2_lstm.py",
     ],
     "mlp": [
         "models/staged_mlp.py",
@@ -109,11 +110,16 @@ PATHS = {
         "tests/helpers/resume_runs.py",
         "tests/test_fsdp2.py",
         "tests/helpers/sharded_runs.py",
+        "tests/helpers/tiny_mlp.py",
+        "tests/test_compile.py",
+        "tests/test_fsdp2_reshard.py",
+        "tests/test_fsdp2_multi_host.py",
     ],
     "mlp and kubernetes": [
         "tests/test_multi_host_pytorchjob.py",
         "tests/test_multi_host_trainjob.py",
         "tests/test_cluster_jobs_pipeline.py",
+        "tests/test_fsdp2_kubernetes.py",
     ],
     "cnn or lstm": ["benchmarks", "docs/performance"],
     "dask": [
@@ -178,6 +184,7 @@ PATHS = {
         "trainrig/sweeps",
         "docs/sweeps.md",
         "tests/test_sweep_spaces.py",
+        "tests/helpers/studies.py",
         "tests/helpers/private_api/sweeps.py",
     ],
     "sweep and lstm": [
@@ -188,10 +195,12 @@ PATHS = {
         "tests/helpers/trial_values.py",
     ],
     "sweep and lstm and dask": ["tests/test_sweep_dask.py", "benchmarks/sweep.py", "docs/performance/sweep.md"],
-    "sweep and mlp": ["configs/sweeps/mlp.yaml"],
+    "sweep and mlp": ["configs/sweeps/mlp.yaml", "tests/test_fsdp2_sweep.py"],
     "sweep and cnn": ["configs/sweeps/cnn.yaml"],
     "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
     "sweep and dask": ["trainrig/sweeps/dask_trials.py", "trainrig/sweeps/placements/dask.py"],
+    "sweep and slurm": ["trainrig/sweeps/slurm_trials.py", "trainrig/sweeps/placements/slurm.py"],
+    "sweep and slurm and mlp": ["tests/test_sweep_slurm.py"],
     "template": [
         "docs/template.md",
         "templating",

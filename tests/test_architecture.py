@@ -37,8 +37,11 @@ LAYERS = {
     "kubernetes": {"errors", "strategies"},  # cookiecutter: only with kubernetes
     "slurm": {"errors", "strategies"},  # cookiecutter: only with slurm
     "dask": {"errors", "registry", "resume", "strategies"},  # cookiecutter: only with dask
-    "sweeps": {"errors", "resume"},  # cookiecutter: only with sweep
+    "sweeps": {"errors", "resume", "strategies"},  # cookiecutter: only with sweep
 }
+# cookiecutter: only with sweep and slurm
+LAYERS["sweeps"] |= {"slurm"}  # a trial on SLURM runs the srun command `trainrig.slurm.sbatch` writes
+# cookiecutter: end
 
 
 def module_name(path: Path) -> str:

@@ -1,5 +1,7 @@
 """The CNN example's mistakes: each gives one clear line naming the problem and exit 2."""
 
+import socket
+
 import pytest
 from PIL import Image
 
@@ -68,12 +70,28 @@ def test_corrupt_image_names_the_file(tmp_path, capsys):
     assert "cannot read image" in error and "broken.png" in error
 
 
+def refusing_port() -> int:
+    """A local port nothing listens on: bound, then closed, so a connection to it is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_pretrained_weights_offline_fail_fast(tmp_path, capsys, monkeypatch, shapes_root):
+    """Offline on any machine: every download goes through a proxy that refuses (urllib, which torch.hub downloads
+    with, reads the proxy from the environment)."""
+    proxy = f"http://127.0.0.1:{refusing_port()}"
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
     error = failing_run(
         capsys, "fit", small_run_args("cnn.yaml", tmp_path, shapes_root) + ["--model.init_args.pretrained", "true"]
     )
-    assert "pretrained weights" in error and "pretrained to false" in error
+    assert error.count("\n") == 1 and error.startswith("error: could not download pretrained weights "), error
+    assert "Connection refused" in error, "the download did not go through the refusing proxy"
+    assert "pretrained to false" in error
 
 
 def test_missing_dogs_data_says_what_how_and_which_flag(tmp_path, capsys):

@@ -12,14 +12,12 @@ import signal
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from tests.helpers.pytorchjobs import (
     assert_one_run_of_world_size,
     assert_refused_in_one_line,
     clean_env,
-    final_weights,
     free_port,
     generate,
     generated_manifest,
@@ -31,6 +29,7 @@ from tests.helpers.pytorchjobs import (
     run_together,
     schema_errors,
 )
+from tests.helpers.run_dirs import assert_same_weights, final_weights
 from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli, small_run_args
 from tests.helpers.trainjobs import generated_documents
 
@@ -430,9 +429,7 @@ def test_job_restarted_like_the_operator_after_a_pod_is_killed_ends_with_the_uni
             )
             assert statuses.get(128 + signal.SIGKILL) == 1
         runs[run] = final_weights(log_dir)
-    assert runs["killed"].keys() == runs["uninterrupted"].keys()
-    for name, weights in runs["uninterrupted"].items():
-        assert torch.equal(runs["killed"][name], weights), name
+    assert_same_weights(runs["killed"], runs["uninterrupted"])
 
 
 BASE = ["--name", "shapes", "--image", "template:0.1", "--workers", "2", "--config", f"configs/{EXAMPLE_CONFIGS[0]}"]

@@ -1,7 +1,6 @@
 """The Dask launcher when things go wrong, on the pet-name example (no images to draw): a killed worker, a stalled
 rank, a scheduler without the project, an existing cluster's rank error and lost machine."""
 
-import json
 import logging
 import re
 import site
@@ -13,7 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.dask_runs import FAILURE_REPORT_S, SUBPROCESS_ENV, losses, report_of_a_stalled_run
+from tests.helpers.dask_runs import (
+    FAILURE_REPORT_S,
+    SUBPROCESS_ENV,
+    cluster_from_scheduler_file,
+    losses,
+    report_of_a_stalled_run,
+)
 from tests.helpers.faults import fault
 from tests.helpers.runs import ROOT, run_cli, small_run_args
 
@@ -116,25 +121,12 @@ def environment_without_the_project(directory: Path) -> Path:
 def test_a_scheduler_without_the_project_stops_the_job_with_the_missing_module(tmp_path):
     """The scheduler unpickles the task, so it needs the project: without it every attempt fails the same way."""
     python = environment_without_the_project(tmp_path / "venv")
-    scheduler_file = tmp_path / "scheduler.json"
-    common = {"cwd": tmp_path, "env": SUBPROCESS_ENV, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    scheduler = [python, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", scheduler_file, "--port", "0"]
-    cluster = [subprocess.Popen([*scheduler, "--no-dashboard"], **common)]
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.is_file() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        worker = [python, "-m", "distributed.cli.dask_worker", "--scheduler-file", scheduler_file, "--no-dashboard"]
-        cluster.append(subprocess.Popen(worker, **common))
-        address = json.loads(scheduler_file.read_text())["address"]
+    project_free = {"cwd": tmp_path, "env": SUBPROCESS_ENV}
+    with cluster_from_scheduler_file(tmp_path, [["--no-dashboard"]], python, **project_free) as (address, _):
         args = small_run_args("lstm.yaml", tmp_path, None, "--dask.address", address, "--dask.n_workers", "1")
         result = subprocess.run(
             [sys.executable, "cli.py", "fit", *args], cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True
         )
-    finally:
-        for process in cluster:
-            process.kill()
-            process.wait(timeout=30)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-4000:]
     assert "restart 1 of 3" in output and "restart 2 of 3" not in output, output[-4000:]
@@ -178,39 +170,9 @@ def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_p
 @pytest.mark.timeout(300)
 def test_existing_cluster_that_lost_a_machine_goes_on_with_fewer_ranks(tmp_path):
     """Workers without a nanny, like machines: one is killed for good mid-epoch and the job ends on the other."""
-    scheduler_file = tmp_path / "scheduler.json"
-    python_m = [sys.executable, "-m"]
     env = {**SUBPROCESS_ENV, "PYTHONPATH": str(ROOT)}
-    common = {"cwd": ROOT, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    scheduler = subprocess.Popen(
-        [
-            *python_m,
-            "distributed.cli.dask_scheduler",
-            "--scheduler-file",
-            str(scheduler_file),
-            "--port",
-            "0",
-            "--no-dashboard",
-        ],
-        **common,
-    )
-    workers = []
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.is_file() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        worker = [
-            *python_m,
-            "distributed.cli.dask_worker",
-            "--scheduler-file",
-            str(scheduler_file),
-            "--no-nanny",
-            "--nthreads",
-            "1",
-            "--no-dashboard",
-        ]
-        workers = [subprocess.Popen(worker, **common) for _ in range(2)]
-        address = json.loads(scheduler_file.read_text())["address"]
+    machine = ["--no-nanny", "--nthreads", "1", "--no-dashboard"]
+    with cluster_from_scheduler_file(tmp_path, [machine, machine], cwd=ROOT, env=env) as (address, workers):
         kill = fault(2, "SIGKILL", rank=1)
         args = small_run_args(
             "lstm.yaml",
@@ -236,7 +198,3 @@ def test_existing_cluster_that_lost_a_machine_goes_on_with_fewer_ranks(tmp_path)
         assert sum(worker.poll() is None for worker in workers) == 1, "one machine is gone for good"
         (checkpoint,) = tmp_path.rglob("last.ckpt")
         assert torch.load(checkpoint, map_location="cpu", weights_only=False)["global_step"] == 4
-    finally:
-        for process in [*workers, scheduler]:
-            process.kill()
-            process.wait(timeout=30)

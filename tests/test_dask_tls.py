@@ -10,11 +10,11 @@ import subprocess
 from pathlib import Path
 
 from tests.helpers.installed import installed_python
+from tests.helpers.multi_host_runs import start_dask
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, read_metrics, small_run_args
 from trainrig.testing.hosts import EmulatedHosts, Host
 
-SCHEDULER_PORT = 8786
 RUN_TIMEOUT_S = 180
 OPENSSL = shutil.which("openssl")
 PROBE_TIMEOUT_S = 5
@@ -69,16 +69,9 @@ def test_job_on_an_existing_cluster_over_tls_across_hosts(tmp_path):
             give_certificate(authority, host, role)
         # Trusts the cluster's CA, but holds a certificate of another one.
         give_certificate(certificate_authority(tmp_path / "other"), client_host, "stranger", trusted=authority)
-        scheduler = f"tls://{client_host.address}:{SCHEDULER_PORT}"
-        quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client_host.popen(
-            [python, "-m", "dask", "scheduler", "--protocol", "tls", "--host", client_host.address]
-            + ["--port", str(SCHEDULER_PORT), "--no-dashboard", *tls_options("scheduler")],
-            **quiet,
+        scheduler, _, _ = start_dask(
+            python, client_host, worker_hosts, "tls", scheduler=tls_options("scheduler"), worker=tls_options("worker")
         )
-        for host in worker_hosts:
-            worker = [python, "-m", "dask", "worker", scheduler, "--nthreads", "1", "--no-dashboard"]
-            host.popen([*worker, *tls_options("worker")], **quiet)
 
         probe = [python, "-c", CONNECT.format(timeout=PROBE_TIMEOUT_S), scheduler]
         stranger = client_host.run(probe, env=client_environment(client_host, "stranger"))

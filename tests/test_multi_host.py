@@ -15,15 +15,12 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import torch
-
 from tests.helpers.installed import installed_python
 from tests.helpers.multi_host_runs import (
     DDP_TIMEOUT,
     RENDEZVOUS_PORT,
     RUN_TIMEOUT_S,
     TimedLines,
-    final_weights,
     finished,
     job_args,
     losses,
@@ -31,6 +28,7 @@ from tests.helpers.multi_host_runs import (
     torchrun,
 )
 from tests.helpers.ran import assert_ran_as
+from tests.helpers.run_dirs import assert_same_weights, final_weights
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
 from trainrig.testing.hosts import EmulatedHosts, Host
@@ -142,8 +140,7 @@ def test_elastic_torchrun_loses_a_host_and_ends_with_the_uninterrupted_weights()
             ran_as = dict(strategy="DDPStrategy", processes=2, nodes=2, environment="TorchElasticEnvironment")
             assert_ran_as(claim, **ran_as)
             weights[run] = final_weights(claim)
-    for name, expected in weights["uninterrupted"].items():
-        assert torch.equal(weights["lost host"][name], expected), name
+    assert_same_weights(weights["lost host"], weights["uninterrupted"])
 
 
 def test_torchrun_restarts_across_machines_sharing_the_agents_store_stop_with_the_fix(tmp_path):

@@ -7,19 +7,18 @@ import subprocess
 import time
 
 import pytest
-import torch
 
 from tests.helpers.installed import installed_python
 from tests.helpers.multi_host_runs import (
     RUN_TIMEOUT_S,
-    SCHEDULER_PORT,
-    final_weights,
     finished,
     job_args,
     losses,
     one_host_losses,
+    start_dask,
 )
 from tests.helpers.ran import assert_ran_as
+from tests.helpers.run_dirs import assert_same_weights, final_weights
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
 from trainrig.testing.hosts import EmulatedHosts
@@ -31,19 +30,7 @@ def test_dask_scheduler_and_client_on_one_host_workers_on_two_others():
     python = installed_python()
     with EmulatedHosts(3) as hosts:
         client_host, *worker_hosts = hosts
-        scheduler = f"tcp://{client_host.address}:{SCHEDULER_PORT}"
-        client_host.popen(
-            [python, "-m", "dask", "scheduler", "--host", client_host.address, "--port", str(SCHEDULER_PORT)]
-            + ["--no-dashboard"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for host in worker_hosts:
-            host.popen(
-                [python, "-m", "dask", "worker", scheduler, "--nthreads", "1", "--no-dashboard"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        scheduler, _, _ = start_dask(python, client_host, worker_hosts)
         command = [python, ROOT / "cli.py", "fit", *job_args(client_host)]
         command += [
             "--dask.address",
@@ -75,15 +62,8 @@ def test_dask_pipeline_across_hosts_loses_a_host_and_ends_with_the_uninterrupted
     weights = {}
     with EmulatedHosts(3) as hosts:
         client_host, *worker_hosts = hosts
-        scheduler = f"tcp://{client_host.address}:{SCHEDULER_PORT}"
+        scheduler, worker, workers = start_dask(python, client_host, worker_hosts)
         quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client_host.popen(
-            [python, "-m", "dask", "scheduler", "--host", client_host.address, "--port", str(SCHEDULER_PORT)]
-            + ["--no-dashboard"],
-            **quiet,
-        )
-        worker = [python, "-m", "dask", "worker", scheduler, "--nthreads", "1", "--no-dashboard"]
-        workers = [host.popen(worker, **quiet) for host in worker_hosts]
         for run in ("uninterrupted", "lost host"):
             logs = client_host.workdir / f"logs-{run.replace(' ', '-')}"
             command = [python, ROOT / "cli.py", "fit", *job_args(client_host), "--trainer.logger.init_args.save_dir"]
@@ -106,5 +86,4 @@ def test_dask_pipeline_across_hosts_loses_a_host_and_ends_with_the_uninterrupted
             if run == "lost host":
                 assert "restart 1 of 1" in output, output[-4000:]
             weights[run] = final_weights(logs)
-    for name, expected in weights["uninterrupted"].items():
-        assert torch.equal(weights["lost host"][name], expected), name
+    assert_same_weights(weights["lost host"], weights["uninterrupted"])

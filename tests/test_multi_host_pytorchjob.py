@@ -7,14 +7,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import torch
-
 from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
 from tests.helpers.multi_host_runs import (
     RENDEZVOUS_PORT,
-    final_weights,
     finished,
 )
+from tests.helpers.run_dirs import assert_same_weights, final_weights
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, small_run_args
 from trainrig.testing.hosts import EmulatedHosts
@@ -76,6 +74,4 @@ def test_pytorchjob_pipeline_pods_on_separate_hosts_resume_after_an_exit_code_re
                 )
                 assert statuses.get(128 + signal.SIGKILL) == 1, statuses
             weights[run] = final_weights(claim)
-    assert weights["killed"].keys() == weights["uninterrupted"].keys()
-    for name, expected in weights["uninterrupted"].items():
-        assert torch.equal(weights["killed"][name], expected), name
+    assert_same_weights(weights["killed"], weights["uninterrupted"])

@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
-from tests.helpers.multi_host_runs import final_weights, finished
-from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
+from tests.helpers.multi_host_runs import finished
+from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory, assert_same_weights, final_weights
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, small_run_args
 from tests.helpers.trainjobs import generated_documents, master_address, run_like_jobset, trainer_env
@@ -113,9 +113,7 @@ def test_two_node_trainjob_on_separate_hosts_ends_with_the_weights_of_two_proces
         (reference_output,) = finished([reference])
         assert reference.returncode == 0, reference_output[-3000:]
         one_host_weights = final_weights(hosts.root / "one-host")
-    assert two_nodes.keys() == one_host_weights.keys()
-    for name, weights in one_host_weights.items():
-        assert torch.equal(two_nodes[name], weights), name
+    assert_same_weights(two_nodes, one_host_weights)
 
 
 def checkpoint_step(claim: Path, seen: list[int]) -> bool:

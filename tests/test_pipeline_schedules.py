@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_modules.mlp_classifier import MLPClassifier
 from tests.helpers.ran import assert_ran_as
-from tests.helpers.runs import ROOT, run_cli
+from tests.helpers.runs import run_cli
 from tests.helpers.strategy_runs import (
     SCHEDULE_STAGES,
     TOLERANCE,
@@ -30,51 +30,20 @@ from tests.helpers.strategy_runs import (
     optimizer_tensors,
     run_ok,
 )
+from tests.helpers.tiny_mlp import SGD, mlp_args, write_settings
 from trainrig.strategies.pipeline import PipelineStrategy
 
-SETTINGS = """
-trainer:
-  max_epochs: 2
-  log_every_n_steps: 1
-  num_sanity_val_steps: 0
-  enable_progress_bar: false
-  enable_model_summary: false
-model:
-  init_args:
-    optimizer:
-      class_path: torch.optim.SGD
-      init_args: {{lr: 0.1, momentum: 0.9}}
-data:
-  init_args:
-    root: {shapes_root}
-    images_per_class: 8
-    canvas_size: 32
-    batch_size: 32
-    num_workers: 0
-"""
 MODEL = {2: ["--model.init_args.hidden_sizes", "[32]"], 4: ["--model.init_args.hidden_sizes", "[32, 32, 32]"]}
 
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory, shapes_root) -> Path:
     path = tmp_path_factory.mktemp("settings") / "schedules.yaml"
-    path.write_text(SETTINGS.format(shapes_root=shapes_root))
-    return path
+    return write_settings(path, shapes_root, epochs=2, model={"optimizer": SGD})
 
 
 def args(settings: Path, log_dir: Path, num_stages: int, *extra: str) -> list[str]:
-    return [
-        "--config",
-        str(ROOT / "configs" / "mlp.yaml"),
-        "--config",
-        str(settings),
-        *MODEL[num_stages],
-        "--model.init_args.num_stages",
-        str(num_stages),
-        "--trainer.logger.init_args.save_dir",
-        str(log_dir),
-        *extra,
-    ]
+    return mlp_args(settings, log_dir, *MODEL[num_stages], "--model.init_args.num_stages", str(num_stages), *extra)
 
 
 @pytest.fixture(scope="module")

@@ -78,12 +78,15 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop, s
     ],
 )
 def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninterrupted_run(
-    uninterrupted, settings, tmp_path, checkpoints, step, rank
+    uninterrupted, settings, tmp_path, monkeypatch, checkpoints, step, rank
 ):
     """One command: a rank's worker is killed (-9) mid-epoch, the launcher restarts every rank from the checkpoint
     rank 0 sent (or wrote to --dask.checkpoint_dir), and the job ends with the uninterrupted weights and metrics in
-    one run directory."""
+    one run directory, leaving no rank's working folder behind (the killed one's included)."""
     context = f"dask, checkpoints {checkpoints}, SIGKILL at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
+    temporary = tmp_path / "tmp"  # the job's own temporary directory, where its Dask workers keep their folders
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
     shared = ["--dask.checkpoint_dir", str(tmp_path / "shared")] if checkpoints == "in a shared directory" else []
     output = run_ok(
         mlp_args(settings, tmp_path, "single", *DASK, *shared, *fault(step, "SIGKILL", rank, once=tmp_path / "killed"))
@@ -98,6 +101,7 @@ def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninter
     assert story.endswith(f"restart 1 of 1, resuming at step {resumed_at}"), f"{context}\n{story}"
     assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "one job, one run directory"
     assert_same_run(tmp_path, uninterrupted["ddp"], context)
+    assert not list(temporary.rglob("dask-rank*")), f"{context}: a rank's working folder was left behind"
 
 
 def test_dask_command_run_again_starts_a_new_run_and_ckpt_path_last_continues_the_newest(

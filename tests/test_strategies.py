@@ -34,6 +34,7 @@ from tests.helpers.strategy_runs import (
     run_ok,
     run_processes,
 )
+from tests.helpers.tiny_mlp import SGD, mlp_args, write_settings
 
 EPOCHS = 3
 RAN_AS = {
@@ -43,49 +44,19 @@ RAN_AS = {
     "pipeline": "PipelineStrategy",
 }
 
-RUN_SETTINGS = """
-trainer:
-  max_epochs: {epochs}
-  log_every_n_steps: 1
-  num_sanity_val_steps: 0
-  enable_progress_bar: false
-  enable_model_summary: false
-  callbacks:
-    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
-      init_args: {{save_top_k: -1, save_last: true, filename: "epoch{{epoch}}", auto_insert_metric_name: false}}
-model:
-  init_args:
-    hidden_sizes: [32]
-    optimizer:
-      class_path: torch.optim.SGD
-      init_args: {{lr: 0.1, momentum: 0.9}}
-data:
-  init_args:
-    root: {shapes_root}
-    images_per_class: 8
-    canvas_size: 32
-    batch_size: 32
-    num_workers: 0
-"""
+# Every epoch's checkpoint, for the mid-run points the resume tests start from.
+EVERY_EPOCH = {
+    "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+    "init_args": {"save_top_k": -1, "save_last": True, "filename": "epoch{epoch}", "auto_insert_metric_name": False},
+}
 
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory, shapes_root) -> Path:
     path = tmp_path_factory.mktemp("settings") / "tiny_mlp.yaml"
-    path.write_text(RUN_SETTINGS.format(epochs=EPOCHS, shapes_root=shapes_root))
-    return path
-
-
-def mlp_args(settings: Path, log_dir: Path, *extra: str) -> list[str]:
-    return [
-        "--config",
-        str(ROOT / "configs" / "mlp.yaml"),
-        "--config",
-        str(settings),
-        "--trainer.logger.init_args.save_dir",
-        str(log_dir),
-        *extra,
-    ]
+    return write_settings(
+        path, shapes_root, epochs=EPOCHS, model={"hidden_sizes": [32], "optimizer": SGD}, callbacks=[EVERY_EPOCH]
+    )
 
 
 @pytest.fixture(scope="module")

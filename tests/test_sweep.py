@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.helpers.runs import ROOT, read_metrics, run_cli
+from tests.helpers.studies import study
 from tests.helpers.sweep_runs import (
     HIDDEN,
     LR,
@@ -17,7 +18,6 @@ from tests.helpers.sweep_runs import (
     STARTED,
     TIMEOUT_S,
     run,
-    study,
     study_with_a_far_better_trial,
     sweep_command,
     sweep_file,
@@ -44,8 +44,12 @@ def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config
         "data.init_args.names_path": {"type": "categorical", "choices": ["data/pet_names.txt", "data/missing.txt"]},
     }
     settings = dict(trials=4, parallel=2, sampler="grid", pruner="none")
+    timer = {"class_path": "tests.helpers.trial_values.RecordTrainingTimes", "init_args": {"directory": ""}}
+    timer["init_args"]["directory"] = str(tmp_path / "times")
     command = sweep_command(
-        tmp_path, "--trainer.val_check_interval", "5", "--sweep", sweep_file(tmp_path / "space.json", space, **settings)
+        tmp_path,
+        *("--trainer.val_check_interval", "5", "--trainer.callbacks+", json.dumps(timer)),
+        *("--sweep", sweep_file(tmp_path / "space.json", space, **settings)),
     )
     driver = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     started, finished = {}, set()
@@ -72,7 +76,7 @@ def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config
 
     result = run(command)
     assert result.returncode == 0, result.stderr[-3000:]
-    trials = study(tmp_path).trials
+    trials = study(tmp_path, "lstm").trials
     assert len(trials) == 4
     states = {trial.number: trial.state.name for trial in trials}
     good = {n for n, trial in enumerate(trials) if trial.params["data.init_args.names_path"] == "data/pet_names.txt"}
@@ -81,6 +85,15 @@ def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config
         if trial.state.name == "FAIL":
             assert "names file data/missing.txt does not exist" in trial.user_attrs["fail_reason"]
     (short,) = finished
+    records = [(path.name.split("-")[0], json.loads(path.read_text())) for path in (tmp_path / "times").iterdir()]
+    trained = {}  # each trial's first process: when it trained, as it recorded it
+    for folder, times in sorted(records, key=lambda record: record[1]["start"]):
+        trained.setdefault(int(folder.removeprefix("trial_")), times)
+    assert trained.keys() == good, trained
+    first, second = trained[short], trained[long_trial]
+    assert max(first["start"], second["start"]) < min(first["end"], second["end"]), (
+        f"the two training trials did not run at the same time: {trained}"
+    )
     short_log = (tmp_path / "sweep_lstm" / f"trial_{short}" / "trial.log").read_text()
     assert short_log.count("resume: no checkpoint of this experiment yet") == 1 and "continuing from" not in short_log
     long_log = (tmp_path / "sweep_lstm" / f"trial_{long_trial}" / "trial.log").read_text()
@@ -115,7 +128,7 @@ def test_every_rank_of_a_ddp_trial_gets_the_driver_values_and_a_pruned_trial_sto
         )
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    trial = study(tmp_path).trials[1]
+    trial = study(tmp_path, "lstm").trials[1]
     assert trial.state.name == "PRUNED" and list(trial.intermediate_values) == [200]  # 4 of 20 batches: 0.2 epochs
     ranks = [json.loads((tmp_path / "ranks" / f"rank{rank}.json").read_text()) for rank in (0, 1)]
     assert ranks[0] == ranks[1]

@@ -2,18 +2,16 @@
 
 import json
 import re
-import subprocess
-import sys
-import time
 
 import pytest
 
+from tests.helpers.dask_runs import cluster_from_scheduler_file
 from tests.helpers.runs import ROOT
+from tests.helpers.studies import study
 from tests.helpers.sweep_runs import (
     LR,
     SPACE,
     run,
-    study,
     study_with_a_far_better_trial,
     sweep_command,
     sweep_file,
@@ -32,7 +30,7 @@ def test_concurrent_trials_each_run_on_their_own_embedded_dask_cluster(tmp_path)
         )
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert [trial.state.name for trial in study(tmp_path).trials] == ["COMPLETE", "COMPLETE"]
+    assert [trial.state.name for trial in study(tmp_path, "lstm").trials] == ["COMPLETE", "COMPLETE"]
     workers = []
     for number in (0, 1):
         log = (tmp_path / "sweep_lstm" / f"trial_{number}" / "trial.log").read_text()
@@ -48,38 +46,24 @@ def test_concurrent_trials_each_run_on_their_own_embedded_dask_cluster(tmp_path)
 def test_trials_on_an_existing_cluster_hold_their_own_workers_and_are_pruned_through_the_scheduler(tmp_path):
     """Two trials at once on a running cluster of two named workers started elsewhere: each on its own worker, each
     pruned at its first validation by a decision that went through the scheduler (no file channel)."""
-    scheduler_file = tmp_path / "scheduler.json"
     elsewhere = tmp_path / "worker_machine"
     elsewhere.mkdir()
-    quiet = {"cwd": elsewhere, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    python_m = [sys.executable, "-m"]
-    scheduler = [*python_m, "distributed.cli.dask_scheduler", "--scheduler-file", str(scheduler_file), "--port", "0"]
-    processes = [subprocess.Popen([*scheduler, "--no-dashboard"], **quiet)]
-    try:
-        deadline = time.monotonic() + 60
-        while not scheduler_file.is_file():
-            assert time.monotonic() < deadline, "the scheduler did not start"
-            time.sleep(0.2)
-        for name in ("machine-a", "machine-b"):
-            worker = [*python_m, "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file)]
-            processes.append(subprocess.Popen([*worker, "--name", name, "--nthreads", "1", "--no-dashboard"], **quiet))
+    machines = [["--name", name, "--nthreads", "1", "--no-dashboard"] for name in ("machine-a", "machine-b")]
+    with cluster_from_scheduler_file(tmp_path, machines, cwd=elsewhere) as (address, _):
         study_with_a_far_better_trial(tmp_path)
         settings = dict(trials=3, parallel=2, ranks_per_trial=1, pruner="median", pruner_startup_trials=1)
         result = run(
             sweep_command(
                 tmp_path,
-                *("--dask.address", json.loads(scheduler_file.read_text())["address"]),
+                *("--dask.address", address),
                 *("--data.init_args.names_path", str(ROOT / "data" / "pet_names.txt")),  # as on a shared disk
                 *("--trainer.limit_train_batches", "20", "--trainer.val_check_interval", "4"),
                 *("--sweep", sweep_file(tmp_path / "space.json", SPACE, **settings)),
             )
         )
-    finally:
-        for process in processes:
-            process.kill()
     assert result.returncode == 0, result.stderr[-3000:]
     workers = []
-    for trial in study(tmp_path).trials[1:]:
+    for trial in study(tmp_path, "lstm").trials[1:]:
         assert trial.state.name == "PRUNED" and list(trial.intermediate_values) == [200]  # 4 of 20 batches: 0.2 epochs
         trial_dir = tmp_path / "sweep_lstm" / f"trial_{trial.number}"
         assert not (trial_dir / "channel").exists(), "reported through the scheduler, not through files"

@@ -4,7 +4,8 @@ compared at the same progress through the data, and a trial's seconds are the ti
 import optuna
 import pytest
 
-from tests.helpers.sweep_runs import run, study, sweep_command, sweep_file
+from tests.helpers.studies import study
+from tests.helpers.sweep_runs import run, sweep_command, sweep_file
 from trainrig.sweeps.driver import ProgressMedianPruner
 from trainrig.sweeps.options import PROGRESS_PER_EPOCH
 
@@ -24,7 +25,7 @@ def test_a_misspelled_metric_stops_the_study_at_the_first_validation_of_the_firs
     line = result.stderr.splitlines()[-1]
     assert line.startswith("error: --sweep.metric val/nosuch is not logged at validation (step 2; logged: ")
     assert "val/loss" in line, "the error lists the metrics that are logged"
-    (only,) = study(tmp_path).trials
+    (only,) = study(tmp_path, "lstm").trials
     assert only.state.name == "FAIL"
     assert not (tmp_path / "sweep_lstm" / "trial_1").exists() and not (tmp_path / "sweep_lstm" / "best.yaml").exists()
 
@@ -42,7 +43,7 @@ def test_trials_of_different_batch_sizes_report_at_the_same_progress_and_have_pl
     )
     result = run(command)
     assert result.returncode == 0, result.stderr[-3000:]
-    trials = study(tmp_path).trials
+    trials = study(tmp_path, "lstm").trials
     reported = {trial.params[BATCH_SIZE]: sorted(trial.intermediate_values) for trial in trials}
     assert reported[64] == reported[256] == [PROGRESS_PER_EPOCH // 2, PROGRESS_PER_EPOCH], reported
     assert all(0 < trial.user_attrs["seconds"] <= trial.duration.total_seconds() for trial in trials)

@@ -1,10 +1,14 @@
-"""Dask launcher runs for the tests: its runs against the processes Lightning launches, and a stalled rank's report."""
+"""Dask launcher runs for the tests: its runs against the processes Lightning launches, a stalled rank's report, and a
+cluster started from a scheduler file as on machines the launcher did not start."""
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,7 @@ from tests.helpers.runs import ROOT, read_metrics, run_cli
 __all__ = [
     "FAILURE_REPORT_S",
     "SUBPROCESS_ENV",
+    "cluster_from_scheduler_file",
     "losses",
     "report_of_a_stalled_run",
     "start_lightning_launched",
@@ -22,6 +27,7 @@ __all__ = [
 
 SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 FAILURE_REPORT_S = 60
+SCHEDULER_START_S = 60
 
 
 def losses(log_dir: Path) -> list[float]:
@@ -55,3 +61,28 @@ def start_lightning_launched(args: list[str]) -> subprocess.Popen:
 def wait_for_success(baseline: subprocess.Popen) -> None:
     output, _ = baseline.communicate(timeout=300)
     assert baseline.returncode == 0, output[-3000:]
+
+
+@contextmanager
+def cluster_from_scheduler_file(
+    directory: Path, workers: list[list[str]], python: Path | str = sys.executable, **popen
+) -> Iterator[tuple[str, list[subprocess.Popen]]]:
+    """A Dask scheduler writing `directory/scheduler.json` and one worker per entry of `workers` (that worker's own
+    options) reading it, each its own process with `popen`'s arguments and no output; yields the scheduler's address
+    and the worker processes, and kills them all at the end."""
+    scheduler_file = directory / "scheduler.json"
+    popen = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, **popen}
+    scheduler = [python, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(scheduler_file)]
+    processes = [subprocess.Popen([*scheduler, "--port", "0", "--no-dashboard"], **popen)]
+    try:
+        deadline = time.monotonic() + SCHEDULER_START_S
+        while not scheduler_file.is_file():
+            assert time.monotonic() < deadline and processes[0].poll() is None, "the Dask scheduler did not start"
+            time.sleep(0.2)
+        worker = [python, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(scheduler_file)]
+        processes += [subprocess.Popen([*worker, *options], **popen) for options in workers]
+        yield json.loads(scheduler_file.read_text())["address"], processes[1:]
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait(timeout=30)

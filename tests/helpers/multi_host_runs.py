@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import IO
 
-import torch
-
 from tests.helpers.installed import installed_python
 from tests.helpers.runs import ROOT, read_metrics, small_run_args
 from trainrig.testing.hosts import EmulatedHosts, Host
@@ -54,9 +52,24 @@ class TimedLines(threading.Thread):
             self.lines.append((time.monotonic(), line))
 
 
-def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
-    (checkpoint,) = log_dir.rglob("last.ckpt")
-    return torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+# cookiecutter: only with dask
+def start_dask(
+    python: Path, scheduler_host: Host, worker_hosts: list[Host], protocol: str = "tcp", **options: list[str]
+) -> tuple[str, list[str], list[subprocess.Popen]]:
+    """A Dask scheduler on `scheduler_host` and one worker on each of `worker_hosts`, as docs/dask.md starts them,
+    with no output; `options["scheduler"]` and `options["worker"]`: more options of each. Returns the scheduler's
+    address, the worker's command (to start one again) and the worker processes."""
+    address = f"{protocol}://{scheduler_host.address}:{SCHEDULER_PORT}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = [python, "-m", "dask", "scheduler", "--protocol", protocol, "--host", scheduler_host.address]
+    scheduler_host.popen(
+        [*scheduler, "--port", str(SCHEDULER_PORT), "--no-dashboard", *options.get("scheduler", [])], **quiet
+    )
+    worker = [python, "-m", "dask", "worker", address, "--nthreads", "1", "--no-dashboard", *options.get("worker", [])]
+    return address, worker, [host.popen(worker, **quiet) for host in worker_hosts]
+
+
+# cookiecutter: end
 
 
 def losses(log_dir: Path) -> dict[str, list[float]]:

@@ -15,19 +15,14 @@ import time
 from pathlib import Path
 
 import jsonschema
-import torch
 import yaml
 
-from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, read_metrics, small_run_args
+from tests.helpers.runs import EXAMPLE_CONFIGS, LAUNCHER_VARIABLES, ROOT, read_metrics, small_run_args
 from trainrig.kubernetes.jobs import main
 
 PROCESS_TIMEOUT_S = 180
 PYTORCHJOB_CRD = ROOT / "tests" / "schemas" / "kubeflow.org_pytorchjobs.yaml"
 GENERATOR = [sys.executable, "-m", "trainrig.kubernetes.jobs"]
-# Variables a parent launcher could leak into the children and that would change how they rank themselves.
-LAUNCHER_VARIABLES = re.compile(
-    r"(RANK|LOCAL_RANK|WORLD_SIZE|GROUP_RANK|MASTER_ADDR|MASTER_PORT|LOCAL_WORLD_SIZE|NODE_RANK|TORCHELASTIC_.*|PET_.*)"
-)
 
 
 def free_port() -> int:
@@ -277,8 +272,3 @@ def run_job_like_the_operator(
                 process.wait()
         log.close()
     return statuses
-
-
-def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
-    (checkpoint,) = log_dir.rglob("last.ckpt")
-    return torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]

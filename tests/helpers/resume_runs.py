@@ -6,15 +6,17 @@ import random
 import subprocess
 from pathlib import Path
 
+from tests.helpers import tiny_mlp
 from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
 from tests.helpers.runs import ROOT
 from tests.helpers.strategy_runs import run_processes
 
 
 def fault_seed() -> int:
-    """RESUME_TEST_SEED, or else one drawn from the commit checked out: each commit's CI hits other steps than the
-    one before, and rerunning a commit repeats its draw (a checkout without git history draws with 0)."""
-    if "RESUME_TEST_SEED" in os.environ:
+    """RESUME_TEST_SEED (when set and not empty), or else one drawn from the commit checked out: each commit's CI
+    hits other steps than the one before, and rerunning a commit repeats its draw (a checkout without git history
+    draws with 0)."""
+    if os.environ.get("RESUME_TEST_SEED"):
         return int(os.environ["RESUME_TEST_SEED"])
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return int(head.stdout[:8], 16) % 1_000_000 if head.returncode == 0 else 0
@@ -64,55 +66,50 @@ RAN_AS = {
 }
 RANKS = {strategy: ran_as["processes"] for strategy, ran_as in RAN_AS.items()}
 SLOW_STRATEGIES = ("pipeline_ddp",)
-SETTINGS = """
-trainer:
-  max_epochs: 2
-  deterministic: true
-  log_every_n_steps: 1
-  num_sanity_val_steps: 0
-  enable_progress_bar: false
-  enable_model_summary: false
-  callbacks:
-    - class_path: trainrig.resume.checkpoint.ResumableCheckpoint
-      init_args: {{every_n_train_steps: 2, train_time_interval: null}}
-    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
-      init_args: {{monitor: val/loss, mode: min, save_top_k: 1, filename: "best-epoch{{epoch:02d}}-step{{step}}"}}
-    - class_path: lightning.pytorch.callbacks.ModelCheckpoint  # every epoch supersedes the file before it
-      init_args: {{monitor: epoch, mode: max, save_top_k: 1, filename: "newest-{{epoch}}"}}
-    - class_path: callbacks.confusion_matrix.ConfusionMatrix
-model:
-  init_args:
-    hidden_sizes: [32]
-    scheduler:
-      class_path: torch.optim.lr_scheduler.ReduceLROnPlateau
-      init_args: {{mode: min, factor: 0.5, patience: 0}}
-data:
-  init_args:
-    root: {shapes_root}
-    images_per_class: 16
-    canvas_size: 32
-    batch_size: 8
-    num_workers: 0
-"""
+# Checkpoints every 2 steps, the best and the newest epoch's (each save supersedes the one before), and a callback
+# with state of its own: all of what a resumed run must restore.
+CALLBACKS = [
+    {
+        "class_path": "trainrig.resume.checkpoint.ResumableCheckpoint",
+        "init_args": {"every_n_train_steps": 2, "train_time_interval": None},
+    },
+    {
+        "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+        "init_args": {
+            "monitor": "val/loss",
+            "mode": "min",
+            "save_top_k": 1,
+            "filename": "best-epoch{epoch:02d}-step{step}",
+        },
+    },
+    {
+        "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+        "init_args": {"monitor": "epoch", "mode": "max", "save_top_k": 1, "filename": "newest-{epoch}"},
+    },
+    {"class_path": "callbacks.confusion_matrix.ConfusionMatrix"},
+]
+PLATEAU = {
+    "class_path": "torch.optim.lr_scheduler.ReduceLROnPlateau",
+    "init_args": {"mode": "min", "factor": 0.5, "patience": 0},
+}
 
 
 def write_settings(directory: Path, shapes_root: Path) -> Path:
-    path = directory / "resume_mlp.yaml"
-    path.write_text(SETTINGS.format(shapes_root=shapes_root))
-    return path
+    """The tiny MLP (tests/helpers/tiny_mlp.py), deterministic, with its own optimizer (Adam) and a scheduler."""
+    return tiny_mlp.write_settings(
+        directory / "resume_mlp.yaml",
+        shapes_root,
+        epochs=2,
+        batch_size=8,
+        images_per_class=16,
+        model={"hidden_sizes": [32], "scheduler": PLATEAU},
+        callbacks=CALLBACKS,
+        deterministic=True,
+    )
 
 
 def mlp_args(settings: Path, log_dir: Path, strategy: str, *extra: str) -> list[str]:
-    return [
-        "--config",
-        str(ROOT / "configs" / "mlp.yaml"),
-        "--config",
-        str(settings),
-        *STRATEGY_ARGS[strategy],
-        "--trainer.logger.init_args.save_dir",
-        str(log_dir),
-        *extra,
-    ]
+    return tiny_mlp.mlp_args(settings, log_dir, *STRATEGY_ARGS[strategy], *extra)
 
 
 def run(args: list[str]) -> tuple[int, str]:

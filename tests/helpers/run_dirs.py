@@ -15,7 +15,7 @@ import torch
 
 from trainrig.resume.sharded import consolidated, is_sharded_checkpoint
 
-__all__ = ["RunDirectory", "assert_same_run_directory"]
+__all__ = ["RunDirectory", "assert_same_run_directory", "assert_same_weights", "final_weights"]
 
 # Written beside the checkpoints of a run only while it runs (files, or a sharded checkpoint's directories); they
 # never stay.
@@ -98,12 +98,7 @@ def assert_same_run_directory(
     mine, theirs = resumed.checkpoint(), uninterrupted.checkpoint()
     for key in ("epoch", "global_step"):
         assert mine[key] == theirs[key], f"{prefix}{key} {mine[key]} != {theirs[key]}"
-    different = [
-        name for name in theirs["state_dict"] if not torch.equal(mine["state_dict"][name], theirs["state_dict"][name])
-    ]
-    assert mine["state_dict"].keys() == theirs["state_dict"].keys() and not different, (
-        f"{prefix}weights differ: {different}"
-    )
+    assert_same_weights(mine["state_dict"], theirs["state_dict"], context)
     assert _plain(mine["optimizer_states"]) == _plain(theirs["optimizer_states"]), f"{prefix}optimizer states differ"
     assert _plain(mine["lr_schedulers"]) == _plain(theirs["lr_schedulers"]), f"{prefix}scheduler states differ"
     assert mine["loops"] == theirs["loops"] or _plain(mine["loops"]) == _plain(theirs["loops"]), f"{prefix}loops differ"
@@ -113,6 +108,20 @@ def assert_same_run_directory(
         assert _plain(resumed_callbacks[key]) == _plain(uninterrupted_callbacks[key]), (
             f"{prefix}state of {key} differs: {resumed_callbacks[key]} != {uninterrupted_callbacks[key]}"
         )
+
+
+def final_weights(log_dir: Path) -> dict[str, torch.Tensor]:
+    """The weights of the one `last.ckpt` under `log_dir`."""
+    (checkpoint,) = Path(log_dir).rglob("last.ckpt")
+    return torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+
+
+def assert_same_weights(mine: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor], context: str = "") -> None:
+    """The same parameter names, and every tensor bit for bit; the ones that differ named."""
+    prefix = f"{context}: " if context else ""
+    assert mine.keys() == theirs.keys(), f"{prefix}parameter names differ: {sorted(mine.keys() ^ theirs.keys())}"
+    different = [name for name in theirs if not torch.equal(mine[name], theirs[name])]
+    assert not different, f"{prefix}weights differ: {different}"
 
 
 def _plain(value):

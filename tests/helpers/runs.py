@@ -12,10 +12,11 @@ __all__ = ["EXAMPLE_CONFIGS", "LAUNCHER_VARIABLES", "ROOT", "last_value", "read_
 
 # One config per example, for the tests that hold for every example.
 EXAMPLE_CONFIGS = CONFIGS
-# What a launcher sets in the process that launches ranks. A test that runs one in this process must not leave it to
-# later tests, whose processes would take themselves for ranks started by someone else and wait forever.
+# What a launcher sets in the process that launches ranks (torchrun's TORCHELASTIC_*, the training operator's PET_*).
+# A test that runs one in this process must not leave it to later tests, and a parent launcher must not leak it into
+# the processes a test starts: they would take themselves for ranks started by someone else and wait forever.
 LAUNCHER_VARIABLES = re.compile(
-    r"(RANK|LOCAL_RANK|NODE_RANK|GROUP_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT)"
+    r"(RANK|LOCAL_RANK|NODE_RANK|GROUP_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_.*|PET_.*)"
 )
 
 

@@ -3,54 +3,39 @@ device's, and what a sharded checkpoint directory holds (see tests/test_fsdp2.py
 
 from pathlib import Path
 
-from tests.helpers.runs import ROOT
 from tests.helpers.strategy_runs import TOLERANCE, logged
+from tests.helpers.tiny_mlp import SGD, mlp_args, write_settings
+
+__all__ = [
+    "DDP",
+    "FSDP2",
+    "SHARDED",
+    "assert_same_losses",
+    "mlp_args",
+    "shard_files",
+    "sharded_checkpoint",
+    "write_mlp_settings",
+]
 
 FSDP2 = ("--trainer.strategy", "fsdp2", "--trainer.devices", "2")
 DDP = ("--trainer.strategy", "ddp", "--trainer.devices", "2")
 # The line the strategy prints once it has sharded the model: proof that fsdp2, not a fallback, ran.
 SHARDED = "fsdp2: {units} sharding units over {processes} process(es)"
 
-# Small enough for seconds on CPU: one global batch of 32 per epoch, so every world size sees the same samples per
-# step, and SGD (Adam turns 1e-9 rounding differences of near-zero gradients into whole steps, tests/test_strategies).
-MLP_SETTINGS = """
-trainer:
-  max_epochs: {epochs}
-  log_every_n_steps: 1
-  num_sanity_val_steps: 0
-  enable_progress_bar: false
-  enable_model_summary: false
-  callbacks:
-    - class_path: trainrig.resume.checkpoint.ResumableCheckpoint
-      init_args: {{train_time_interval: null}}
-model:
-  init_args:
-    hidden_sizes: [32]
-    optimizer:
-      class_path: torch.optim.SGD
-      init_args: {{lr: 0.1, momentum: 0.9}}
-data:
-  init_args:
-    root: {shapes_root}
-    images_per_class: 8
-    canvas_size: 32
-    batch_size: {batch_size}
-    num_workers: 0
-"""
+# The template's checkpoint callback, on no timer: it writes the sharded `last.ckpt` directories the tests read.
+RESUMABLE = {"class_path": "trainrig.resume.checkpoint.ResumableCheckpoint", "init_args": {"train_time_interval": None}}
 
 
 def write_mlp_settings(directory: Path, shapes_root: Path, epochs: int, batch_size: int) -> Path:
-    path = directory / f"fsdp2_mlp_{epochs}x{batch_size}.yaml"
-    path.write_text(MLP_SETTINGS.format(epochs=epochs, shapes_root=shapes_root, batch_size=batch_size))
-    return path
-
-
-def mlp_args(settings: Path, log_dir: Path, *extra: str) -> list[str]:
-    return [
-        *("--config", str(ROOT / "configs" / "mlp.yaml"), "--config", str(settings)),
-        *("--trainer.logger.init_args.save_dir", str(log_dir)),
-        *extra,
-    ]
+    """The tests' tiny MLP (tests/helpers/tiny_mlp.py) with SGD and resumable checkpoints."""
+    return write_settings(
+        directory / f"fsdp2_mlp_{epochs}x{batch_size}.yaml",
+        shapes_root,
+        epochs=epochs,
+        batch_size=batch_size,
+        model={"hidden_sizes": [32], "optimizer": SGD},
+        callbacks=[RESUMABLE],
+    )
 
 
 def sharded_checkpoint(log_dir: Path, name: str = "last.ckpt") -> Path:

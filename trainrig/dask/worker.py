@@ -239,7 +239,12 @@ def run_rank(description: RunDescription, rank: int, checkpoint: bytes | None = 
     rank_zero_only.rank = rank
 
     run_job = resolve_job(description.job)
-    with tempfile.TemporaryDirectory(prefix=f"dask-rank{rank}-attempt{attempt.number}-") as workdir:
+    # Inside the worker's own Dask directory: a rank killed with its worker cannot remove its folder, and the worker
+    # the nanny starts in its place purges the dead worker's directory, this folder with it.
+    from distributed import get_worker
+
+    workdir_parent = get_worker().local_directory
+    with tempfile.TemporaryDirectory(prefix=f"dask-rank{rank}-attempt{attempt.number}-", dir=workdir_parent) as workdir:
         output_root = Path(workdir) / OUTPUT_ROOT
         checkpoint_file = Path(workdir) / CHECKPOINT_FILE if checkpoint is not None else None
         if checkpoint_file is not None:

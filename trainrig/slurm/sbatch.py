@@ -58,6 +58,7 @@ TIME_FORMATS = (
 JOB_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]*")
 SLURM_WORD = re.compile(r"[-A-Za-z0-9_.,]+")  # partition and account names
 DEFAULT_SIGNAL_LEAD_S = 300
+MASTER_PORT_LINE = "export MASTER_PORT=$((15000 + SLURM_JOB_ID % 10000))"
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,9 @@ def option_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_request(argv: list[str]) -> tuple[BatchRequest, Path | None]:
-    """The job asked for on the command line, checked so that a script that is written can run."""
+def parse_request(argv: list[str], config_anywhere: bool = False) -> tuple[BatchRequest, Path | None]:
+    """The job asked for on the command line, checked so that a script that is written can run. `config_anywhere`:
+    the config may be any existing file (a sweep's resolved `base.yaml`), not only one relative to the project root."""
     split = argv.index("--") if "--" in argv else len(argv)
     args = option_parser().parse_args(argv[:split])
     overrides = tuple(argv[split + 1 :])
@@ -137,7 +139,7 @@ def parse_request(argv: list[str]) -> tuple[BatchRequest, Path | None]:
     if args.cpus_per_task is not None and args.cpus_per_task < 1:
         raise UserInputError(f"--cpus-per-task must be at least 1, got {args.cpus_per_task}")
     config = Path(args.config)
-    if config.is_absolute() or not config.is_file():
+    if (config.is_absolute() and not config_anywhere) or not config.is_file():
         raise UserInputError(
             f"--config {args.config!r} must be an existing file given relative to the project root, from which "
             "the script is submitted"
@@ -278,17 +280,16 @@ def _check_pipeline_split(request: BatchRequest) -> None:
 
 def training_command(request: BatchRequest) -> list[str]:
     """What every srun task runs: cli.py fit sized to the whole job, with the strategy asked for."""
+    return ["python", "cli.py", "fit", "--config", request.config, *launcher_arguments(request), *request.overrides]
+
+
+def launcher_arguments(request: BatchRequest) -> list[str]:
+    """The `cli.py fit` options that size the run to the job and choose its strategy; they follow the config."""
     accelerator = "gpu" if request.gpus_per_node else "cpu"
     if request.single_process:
         devices = str(request.gpus_per_node or 1)
-        return ["python", "cli.py", "fit", "--config", request.config, STRATEGY_FLAG, request.strategy,
-                "--trainer.accelerator", accelerator, "--trainer.devices", devices, *request.overrides]  # fmt: skip
+        return [STRATEGY_FLAG, request.strategy, "--trainer.accelerator", accelerator, "--trainer.devices", devices]
     return [
-        "python",
-        "cli.py",
-        "fit",
-        "--config",
-        request.config,
         STRATEGY_FLAG,
         request.strategy or DDP_STRATEGY,
         TIMEOUT_FLAG,
@@ -301,7 +302,6 @@ def training_command(request: BatchRequest) -> list[str]:
         str(request.nodes),
         "--trainer.plugins",
         SLURM_ENVIRONMENT,
-        *request.overrides,
     ]
 
 
@@ -336,7 +336,7 @@ def batch_script(request: BatchRequest, generated_by: str) -> str:
         "resume=()",
         'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then resume=(' + shlex.join(RESUME) + "); fi",
         "# Rank 0's port, the same on every node, of this job's own.",
-        "export MASTER_PORT=$((15000 + SLURM_JOB_ID % 10000))",
+        MASTER_PORT_LINE,
         "",
         "# USR1 (only this shell gets it) comes ahead of the time limit: the tasks checkpoint on SIGTERM and exit 143,",
         "# then this script requeues the job. On preemption or scontrol requeue SLURM signals the tasks itself and",

@@ -27,9 +27,9 @@ from typing_extensions import override
 
 from trainrig.errors import UserInputError
 from trainrig.resume.sharded import METADATA_NAME, replace_path
+from trainrig.strategies.compile import apply_compile, report_compiled
 from trainrig.strategies.sharding import (
     apply_activation_checkpointing,
-    apply_compile,
     apply_fully_shard,
     apply_tensor_parallel,
     mixed_precision_policy,
@@ -70,7 +70,8 @@ class FSDP2Strategy(ModelParallelStrategy):
                 for the backward (less memory, one more all-gather per unit).
             activation_checkpointing: recompute each unit's activations in the backward pass instead of keeping them.
             cpu_offload: keep the sharded parameters, gradients and optimizer state in CPU memory (GPU runs only).
-            compile: `torch.compile` each sharding unit, after tensor parallelism and before sharding.
+            compile: `torch.compile` each sharding unit, after tensor parallelism and before sharding (the option
+                every strategy takes: trainrig/strategies/compile.py).
             sharded_checkpoint: each process writes its shard into a checkpoint directory (loads on any number of
                 processes); false: rank 0 gathers the full state into one file.
             process_group_backend: default gloo on CPU, nccl on GPU.
@@ -88,6 +89,7 @@ class FSDP2Strategy(ModelParallelStrategy):
         self.activation_checkpointing = activation_checkpointing
         self.cpu_offload = cpu_offload
         self.compile = compile
+        self._compiled: list[torch.nn.Module] = []
 
     @override
     def connect(self, model) -> None:
@@ -114,7 +116,11 @@ class FSDP2Strategy(ModelParallelStrategy):
 
     def layout(self) -> dict:
         """What a run's checkpoints record of this mesh (trainrig/strategies/record.py)."""
-        return {"data_parallel": self.world_size // self.tensor_parallel, "tensor_parallel": self.tensor_parallel}
+        return {
+            "data_parallel": self.world_size // self.tensor_parallel,
+            "tensor_parallel": self.tensor_parallel,
+            "compiled": bool(self._compiled),
+        }
 
     @override
     def setup_environment(self) -> None:
@@ -154,7 +160,8 @@ class FSDP2Strategy(ModelParallelStrategy):
         if self.activation_checkpointing:
             apply_activation_checkpointing(units)
         if self.compile:
-            apply_compile(units)
+            self._compiled = apply_compile(units)
+            report_compiled("fsdp2", self._compiled)
         options: dict[str, Any] = {}
         if policy is not None:
             options["mp_policy"] = policy

@@ -15,6 +15,7 @@ from torch import nn
 from typing_extensions import override
 
 from trainrig.errors import UserInputError
+from trainrig.strategies.compile import apply_compile, report_compiled
 from trainrig.strategies.stages import model_stages, stages_set_aside
 
 
@@ -56,21 +57,24 @@ class LayerSplitStrategy(SingleDeviceStrategy):
     strategy_name = "layer_split"
     strategy_description = "one process, stage i of the model on device i (the reference's model parallelism)"
 
-    def __init__(self, devices: list[str] | None = None):
+    def __init__(self, devices: list[str] | None = None, compile: bool = False):
         """
         Args:
             devices: one device per stage, e.g. [cuda:0, cuda:1]. Unset: one GPU per stage when
                 the trainer runs on CUDA, otherwise every stage on the cpu.
+            compile: `torch.compile` each stage once it is on its device (trainrig/strategies/compile.py).
         """
         super().__init__(device="cpu")
         self.devices = devices
+        self.compile = compile
+        self._compiled: list[nn.Module] = []
         self.stage_devices: list[torch.device] = []
         self._stages: list[nn.Module] = []
         self._hooks = []
 
     def layout(self) -> dict:
         """What a run's checkpoints record of this split (trainrig/strategies/record.py)."""
-        return {"devices": [str(device) for device in self.stage_devices]}
+        return {"devices": [str(device) for device in self.stage_devices], "compiled": bool(self._compiled)}
 
     @override
     def connect(self, model) -> None:
@@ -130,6 +134,9 @@ class LayerSplitStrategy(SingleDeviceStrategy):
         rank_zero_info(
             "layer_split: " + ", ".join(f"stage {i} on {device}" for i, device in enumerate(self.stage_devices))
         )
+        if self.compile and not self._compiled:
+            self._compiled = apply_compile(self._stages)
+            report_compiled("layer_split", self._compiled)
 
     @override
     def load_optimizer_state_dict(self, checkpoint) -> None:

@@ -51,6 +51,7 @@ from torch.nn import functional as F
 from typing_extensions import override
 
 from trainrig.errors import UserInputError
+from trainrig.strategies.compile import apply_compile, report_compiled
 from trainrig.strategies.stages import StageElsewhere, model_stages, replace_submodule
 
 # torch.distributed.pipelining's schedules by the names get_schedule_class knows. GPipe and 1F1B run one stage
@@ -170,6 +171,7 @@ class PipelineStrategy(DDPStrategy):
         loss_fn: Callable[[Tensor, Tensor], Tensor] = F.cross_entropy,
         process_group_backend: str | None = None,
         timeout: timedelta = default_pg_timeout,
+        compile: bool = False,
     ):
         """
         Args:
@@ -188,12 +190,16 @@ class PipelineStrategy(DDPStrategy):
                 LightningModule's training_step computes (checked on the first step).
             process_group_backend: gloo or nccl; unset picks gloo on CPU and nccl on GPUs.
             timeout: how long the rendezvous and every send, receive or collective wait for the other stages.
+            compile: `torch.compile` each stage this process runs, before the schedule's `PipelineStage` wraps it
+                (trainrig/strategies/compile.py).
         """
         super().__init__(process_group_backend=process_group_backend, timeout=timeout, start_method="popen")
         self.schedule = schedule
         self.microbatches = microbatches
         self.data_parallel = data_parallel
         self.loss_fn = loss_fn
+        self.compile = compile
+        self._compiled: list[nn.Module] = []
         self._pipeline_group: dist.ProcessGroup | None = None
         self._data_group: dist.ProcessGroup | None = None
         self._stage_indices: list[int] = []
@@ -209,7 +215,12 @@ class PipelineStrategy(DDPStrategy):
 
     def layout(self) -> dict:
         """What a run's checkpoints record of this pipeline (trainrig/strategies/record.py)."""
-        return {"schedule": self.schedule, "stages": self._num_stages, "data_parallel": self.data_parallel}
+        return {
+            "schedule": self.schedule,
+            "stages": self._num_stages,
+            "data_parallel": self.data_parallel,
+            "compiled": bool(self._compiled),
+        }
 
     @property
     @override
@@ -330,6 +341,9 @@ class PipelineStrategy(DDPStrategy):
                 replace_submodule(module, stage, StageElsewhere(index, f"process {rank}"))
         self.model = self.precision_plugin.convert_module(self.model)
         self.model_to_device()
+        if self.compile and not self._compiled:  # the schedules wrap the stages at the first batch of each shape
+            self._compiled = apply_compile(self._stage_modules)
+            report_compiled("pipeline", self._compiled)
         fitting = trainer.state.fn == TrainerFn.FITTING
         if fitting:
             self.setup_optimizers(trainer)

@@ -18,7 +18,9 @@ CHECKPOINT_KEY = "parallelism"
 def parallelism_of(trainer: Trainer) -> dict[str, Any]:
     """The strategy's class, the processes and machines, the environment that set the processes up (it names the
     launcher: LightningEnvironment for Lightning's own, TorchElasticEnvironment for torchrun, each launcher's own),
-    and what the strategy itself reports of its layout (`layout()`, e.g. a pipeline's schedule and stages)."""
+    whether the model was compiled (`compile`, trainrig/strategies/compile.py; false for a strategy without the
+    option), and what the strategy itself reports of its layout (`layout()`, e.g. a pipeline's schedule and
+    stages)."""
     strategy = trainer.strategy
     environment = getattr(strategy, "cluster_environment", None)
     layout = strategy.layout() if callable(getattr(strategy, "layout", None)) else {}
@@ -27,6 +29,7 @@ def parallelism_of(trainer: Trainer) -> dict[str, Any]:
         "processes": trainer.world_size,
         "nodes": trainer.num_nodes,
         "environment": type(environment).__name__ if environment is not None else None,
+        "compiled": False,
         **layout,
     }
 

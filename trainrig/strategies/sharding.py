@@ -3,8 +3,8 @@
 The model lists its sharding units (`ShardedModel`, implemented without importing it) and, for tensor parallelism,
 which linear layers split by columns and which by rows; it never sees a device mesh or a process group. The order
 in which `FSDP2Strategy.setup` calls these functions is the one torchtitan uses: tensor parallel, activation
-checkpointing, compile, then `fully_shard` (compiling after sharding would trace FSDP's hooks; before wrapping in
-DDP is Lightning #18798's trap, which `trainrig.strategies.compile` handles for the other strategies).
+checkpointing, compile (`trainrig.strategies.compile.apply_compile`, where every strategy's order is explained), then
+`fully_shard`.
 """
 
 from typing import Protocol, runtime_checkable
@@ -100,13 +100,6 @@ def apply_activation_checkpointing(units: list[nn.Module]) -> None:
 
     for unit in units:
         checkpoint(unit)
-
-
-def apply_compile(units: list[nn.Module]) -> None:
-    """Compile each unit on its own (torchtitan's per-block compile): the same code compiles once for all blocks
-    of a shape, and FSDP's communication between units stays outside the compiled graphs."""
-    for unit in units:
-        unit.compile()
 
 
 def apply_fully_shard(module: nn.Module, units: list[nn.Module], mesh, reshard_after_forward: bool, **options):

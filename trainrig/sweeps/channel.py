@@ -7,8 +7,11 @@ that is restarted. Plain Python: the driver imports it without torch or Lightnin
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
+
+from trainrig.sweeps import trials
 
 REPORTS = "reports.jsonl"
 PRUNE, CONTINUE = "prune", "continue"
@@ -82,11 +85,22 @@ class LocalPlacement:
     """Where trials run when nothing else is asked: on this machine, reporting through files in their directory.
 
     `take` gives a starting trial the launcher arguments that place it (none here), `give_back` returns them when it
-    ends; other placements hand out machines or workers this way, with channels of their own.
+    ends; other placements hand out machines or workers this way, with channels of their own. `start` runs a trial
+    and returns what the driver polls (`poll()`: None while it runs, then its exit status), `stop` asks it to
+    checkpoint and stop; `on_this_machine`: whether rank 0 runs where the driver's process id means something.
     """
+
+    on_this_machine = True
 
     def __init__(self, extra_arguments: tuple[str, ...] = ()):
         self.extra_arguments = list(extra_arguments)
+
+    def start(self, cli: Path, arguments: list[str], directory: Path, port: int) -> subprocess.Popen:
+        trials.wait_for_earlier_process(directory)
+        return trials.start(cli, arguments, directory, port)
+
+    def stop(self, process: subprocess.Popen) -> None:
+        trials.stop(process)
 
     def take(self) -> list[str]:
         return list(self.extra_arguments)

@@ -25,11 +25,12 @@ def placement(address: str | None, ranks_per_trial: int, parallel: int):
     return WorkerGroups(address, ranks_per_trial, parallel)
 
 
-class WorkerGroups:
+class WorkerGroups(LocalPlacement):
     """The existing cluster's workers, by name, split into `parallel` groups of `ranks_per_trial`; a running trial
-    holds one (`--dask.workers`), so concurrent trials never share a worker."""
+    holds one (`--dask.workers`), so concurrent trials never share a worker. Each trial's launcher runs here."""
 
     def __init__(self, address: str, ranks_per_trial: int, parallel: int):
+        super().__init__()
         self.client = Client(address, timeout=CONNECT_TIMEOUT_S)
         names = sorted(
             str(worker.get("name")) for worker in self.client.scheduler_info(n_workers=-1)["workers"].values()

@@ -41,7 +41,7 @@ class RunningTrial:
     directory: Path
     channel: DriverSide
     port: int
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen | None = None  # or what the placement's `start` returns: anything with `poll()`
     placed: list[str] = field(default_factory=list)  # the launcher arguments its placement gave it
     reported: set = field(default_factory=set)
     last_value: float | None = None
@@ -176,6 +176,10 @@ class Driver:
                 time.sleep(POLL_S)
                 for run in list(self.running):
                     self._poll(run)
+        except BaseException:
+            for run in self.running:  # as a dying driver's local trials get SIGTERM: also jobs on other machines
+                self.placement.stop(run.process)
+            raise
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -186,7 +190,7 @@ class Driver:
     def _stop(self, signum, frame) -> None:
         self.stopping = True
         for run in self.running:
-            trials.stop(run.process)
+            self.placement.stop(run.process)
 
     def _new(self) -> RunningTrial:
         trial = self.study.ask(self.space)
@@ -210,16 +214,17 @@ class Driver:
         return run
 
     def _start(self, run: RunningTrial) -> None:
-        trials.wait_for_earlier_process(run.directory)
         run.port = trials.free_port({other.port for other in self.running})
         run.placed = self.placement.take()
-        run.process = trials.start(self.cli, self._arguments(run), run.directory, run.port)
+        run.process = self.placement.start(self.cli, self._arguments(run), run.directory, run.port)
         run.started_at = time.monotonic()
         self.running.append(run)
         say(f"trial {run.trial.number} started: {_shown(run.trial.params)} (log: {run.directory / trials.LOG})")
 
     def _arguments(self, run: RunningTrial) -> list[str]:
-        channel = {"channel": str(run.channel.channel), "metric": self.options.metric, "driver_pid": os.getpid()}
+        channel = {"channel": str(run.channel.channel), "metric": self.options.metric}
+        if self.placement.on_this_machine:
+            channel["driver_pid"] = os.getpid()
         if run.channel.transport is not None:
             channel["transport"] = run.channel.transport
         reporter = {"class_path": "trainrig.sweeps.pruning.ReportToDriver", "init_args": channel}
@@ -232,7 +237,7 @@ class Driver:
     def _poll(self, run: RunningTrial) -> None:
         self._read_reports(run)
         if self.stopping:
-            trials.stop(run.process)  # also a trial started while the stop signal arrived
+            self.placement.stop(run.process)  # also a trial started while the stop signal arrived
         exit_code = run.process.poll()
         if exit_code is None:
             return

@@ -37,7 +37,7 @@ def run_sweep(options: SweepOptions, cli: Path, training_arguments: list[str]) -
     (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False))
     study = open_study(options, name, sweep_dir, space)
     say(f"study {name} in {options.storage or sweep_dir / 'study.journal'}: {len(study.trials)} trial(s) so far")
-    Driver(options, cli, study, space, base_path, sweep_dir, logging, trial_placement(options, base)).run()
+    Driver(options, cli, study, space, base_path, sweep_dir, logging, trial_placement(options, base, base_path)).run()
     write_results(study, base, sweep_dir, options.metric)
 
 

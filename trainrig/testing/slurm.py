@@ -10,6 +10,10 @@ nodes share a network file system, so a job's run directory is visible from ever
 munged, with a key and socket of this cluster's own, serves every daemon and client command. Timers are short
 (`slurm.conf` below) so that a requeued job runs again within seconds instead of minutes.
 
+`SlurmCluster(accounting=True)` adds job accounting, as production clusters have it: a MariaDB server and slurmdbd
+on the controller's host, so that `sacct` answers (tools such as submitit read finished jobs' states with it). It
+costs a few seconds of start-up (the database's first initialisation), so only tests that need sacct ask for it.
+
 `slurm_unavailable()` says what is missing, for a skip.
 """
 
@@ -26,6 +30,7 @@ __all__ = ["SlurmCluster", "slurm_unavailable"]
 
 SUBNET = "198.18.1"  # SLURM's own /24, so that its harnesses never share addresses with other emulated hosts
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sacct")
+ACCOUNTING_DAEMONS = ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
 START_TIMEOUT_S = 60
 QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # the daemons log to files under the root
 # Seconds: how long a finished job stays listed (MinJobAge, the default: tests read finished jobs' states), between
@@ -57,7 +62,7 @@ SlurmdLogFile={root}/spool/%n/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+{accounting}
 JobCompType=jobcomp/none
 MpiDefault=none
 SelectType=select/cons_tres
@@ -74,14 +79,42 @@ MessageTimeout=10
 {nodes}
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
+NO_ACCOUNTING = "AccountingStorageType=accounting_storage/none"
+# AccountingStoragePass names the munge socket for connections to slurmdbd (else the system's default socket).
+ACCOUNTING = """\
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost={controller}
+AccountingStoragePort={dbd_port}
+AccountingStoragePass={munge_socket}"""
+SLURMDBD_CONF = """\
+AuthType=auth/munge
+AuthInfo=socket={munge_socket}
+DbdHost={controller}
+DbdAddr={controller_address}
+DbdPort={dbd_port}
+SlurmUser=root
+LogFile={root}/slurmdbd.log
+PidFile={root}/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={database_port}
+StorageUser=slurm
+StoragePass={database_password}
+StorageLoc=slurm_acct_db
+"""
+DBD_PORT = 6819
+DATABASE_PORT = 3306  # on the controller host's own loopback
 
 
 @functools.cache
-def slurm_unavailable() -> str | None:
-    """Why a SLURM cluster cannot be started here, or None when it can."""
+def slurm_unavailable(accounting: bool = False) -> str | None:
+    """Why a SLURM cluster (with `accounting`) cannot be started here, or None when it can."""
     missing = [daemon for daemon in DAEMONS if shutil.which(daemon) is None]
     if missing:
         return f"a SLURM cluster needs {', '.join(missing)} (apt-get install slurm-wlm munge)"
+    missing = [daemon for daemon in ACCOUNTING_DAEMONS if shutil.which(daemon) is None] if accounting else []
+    if missing:
+        return f"SLURM accounting needs {', '.join(missing)} (apt-get install slurmdbd mariadb-server)"
     return hosts_unavailable()
 
 
@@ -89,12 +122,13 @@ class SlurmCluster:
     """A controller host and `nodes` compute hosts with `cpus` CPUs each, partition `debug`; a context manager that
     stops every daemon and job and removes the hosts when the block ends, also on an error."""
 
-    def __init__(self, nodes: int = 2, cpus: int = 2, subnet: str = SUBNET):
+    def __init__(self, nodes: int = 2, cpus: int = 2, subnet: str = SUBNET, accounting: bool = False):
         self.hosts = EmulatedHosts(nodes + 1, subnet=subnet)
         self.root = self.hosts.root / "slurm"
         self.conf = self.root / "slurm.conf"
         self.munge_socket = self.root / "munge" / "munge.socket"
         self.cpus = cpus
+        self.accounting = accounting
         self._munged: subprocess.Popen | None = None
 
     @property
@@ -143,8 +177,15 @@ class SlurmCluster:
                 requeue_delay=REQUEUE_DELAY_S,
                 sched_interval=SCHEDULE_INTERVAL_S,
                 nodes=node_lines,
+                accounting=ACCOUNTING.format(
+                    controller=self.controller.name, dbd_port=DBD_PORT, munge_socket=self.munge_socket
+                )
+                if self.accounting
+                else NO_ACCOUNTING,
             )
         )
+        if self.accounting:
+            self._start_accounting()
         self.controller.popen(["slurmctld", "-D", "-i", "-f", self.conf], env=self.environment(), **QUIET)
         for node in self.nodes:
             self.start_slurmd(node)
@@ -187,6 +228,54 @@ class SlurmCluster:
                 self._munged.kill()
                 raise RuntimeError(f"munged did not start: {self._munged.stderr.read()[-2000:]}")
             time.sleep(0.1)
+
+    def _start_accounting(self) -> None:
+        """MariaDB on the controller host's loopback, a database user for slurmdbd, and slurmdbd beside slurmctld;
+        slurmctld registers the cluster in it when it starts."""
+        database = self.root / "mariadb"
+        socket = database / "mariadb.sock"
+        install = ["mariadb-install-db", "--no-defaults", "--user=root", f"--datadir={database / 'data'}"]
+        install += ["--auth-root-authentication-method=socket", "--skip-test-db", "--skip-name-resolve"]
+        result = subprocess.run(install, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed: {result.stderr[-2000:]}")
+        server = ["mariadbd", "--no-defaults", "--user=root", f"--datadir={database / 'data'}", f"--socket={socket}"]
+        server += ["--bind-address=127.0.0.1", f"--port={DATABASE_PORT}", f"--pid-file={database / 'mariadb.pid'}"]
+        server += [f"--log-error={database / 'mariadb.log'}", "--skip-log-bin", "--innodb-buffer-pool-size=16M"]
+        self.controller.popen(server, **QUIET)
+        password = os.urandom(12).hex()
+        grant = (
+            f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}';"
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+        )
+        self._until(lambda: self.controller.run(["mariadb", "--no-defaults", f"--socket={socket}", "-e", grant]),
+                    "MariaDB did not start", database / "mariadb.log")  # fmt: skip
+        dbd_conf = self.root / "slurmdbd.conf"
+        dbd_conf.write_text(
+            SLURMDBD_CONF.format(
+                munge_socket=self.munge_socket,
+                controller=self.controller.name,
+                controller_address=self.controller.address,
+                dbd_port=DBD_PORT,
+                root=self.root,
+                database_port=DATABASE_PORT,
+                database_password=password,
+            )
+        )
+        dbd_conf.chmod(0o600)  # slurmdbd refuses a configuration others can read: it holds the password
+        # slurmdbd reads the slurmdbd.conf beside SLURM_CONF's file.
+        self.controller.popen(["slurmdbd", "-D"], env=self.environment(), **QUIET)
+        self._until(lambda: self.client(["sacctmgr", "--noheader", "list", "cluster"], check=False),
+                    "slurmdbd did not start", self.root / "slurmdbd.log")  # fmt: skip
+
+    def _until(self, command, what: str, log: Path) -> None:
+        """Run `command` (a callable returning a CompletedProcess) until it succeeds; an error with the log's tail."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while (result := command()).returncode != 0:
+            if time.monotonic() > deadline:
+                tail = log.read_text()[-2000:] if log.exists() else ""
+                raise RuntimeError(f"{what}: {result.stderr.strip()}\n{tail}")
+            time.sleep(0.2)
 
     def start_slurmd(self, node: Host) -> None:
         """Start (or restart, after a node was lost) the slurmd of `node`."""

@@ -1,14 +1,16 @@
 """Where trials run, other than as processes on this machine: an optional part ships one module here with
 
 - `Options`: a dataclass deriving from SweepOptions that adds the part's `--sweep.*` options;
-- `placement(options, base) -> placement | None`: how trials run (see trainrig.sweeps.channel.LocalPlacement for the
-  interface), or None when these options do not ask for the part.
+- `placement(options, base, base_path) -> placement | None`: how trials run, given the resolved training config and
+  its file (see trainrig.sweeps.channel.LocalPlacement for the interface), or None when these options do not ask
+  for the part.
 """
 
 import dataclasses
 import importlib
 import pkgutil
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 
 from trainrig.sweeps.channel import LocalPlacement
@@ -30,9 +32,9 @@ def options_class() -> type[SweepOptions]:
     return dataclasses.dataclass(type("SweepOptions", classes, {"__doc__": SweepOptions.__doc__}))
 
 
-def trial_placement(options: SweepOptions, base: dict) -> LocalPlacement | None:
+def trial_placement(options: SweepOptions, base: dict, base_path: Path) -> LocalPlacement | None:
     """The first part's placement that these options ask for; None runs each trial as processes here."""
     for module in _modules():
-        if (placement := module.placement(options, base)) is not None:
+        if (placement := module.placement(options, base, base_path)) is not None:
             return placement
     return None

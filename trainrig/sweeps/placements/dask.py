@@ -2,6 +2,7 @@
 an existing cluster (`--dask.address` among the training arguments); trainrig/sweeps/dask_trials.py runs them."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from trainrig.errors import UserInputError
 from trainrig.sweeps.options import SweepOptions
@@ -19,7 +20,7 @@ class Options(SweepOptions):
     ranks_per_trial: int | None = None
 
 
-def placement(options: Options, base: dict):
+def placement(options: Options, base: dict, base_path: Path):
     if options.ranks_per_trial is not None and options.ranks_per_trial < 1:
         raise UserInputError(f"--sweep.ranks_per_trial must be at least 1, got {options.ranks_per_trial}")
     address = (base.get("dask") or {}).get("address")

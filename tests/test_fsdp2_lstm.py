@@ -1,0 +1,38 @@
+"""The name generator from a sharded checkpoint: `cli.py predict --ckpt_path` a directory that fsdp2 wrote samples
+the names that the same checkpoint consolidated into one file (`python -m trainrig.resume.consolidate`) gives."""
+
+import subprocess
+import sys
+
+import torch
+
+from tests.helpers.runs import ROOT, run_cli, small_run_args
+from tests.helpers.strategy_runs import checkpoint_path, run_ok
+
+FSDP2 = ("--trainer.strategy", "fsdp2", "--trainer.devices", "2")
+
+
+def generated_names(checkpoint, log_dir) -> list[str]:
+    args = small_run_args("lstm.yaml", log_dir, None, "--ckpt_path", str(checkpoint))
+    run_cli("predict", [*args, "--data.init_args.num_names_to_generate", "100"])
+    (names_file,) = log_dir.rglob("generated_names.txt")
+    return names_file.read_text().splitlines()
+
+
+def test_predict_generates_the_same_names_from_a_sharded_checkpoint_as_from_its_consolidated_file(tmp_path):
+    # No validation: the names table samples on rank 0 alone, which a sharded model cannot do without its peers.
+    run_ok("fit", small_run_args("lstm.yaml", tmp_path / "fit", None, *FSDP2, "--trainer.limit_val_batches", "0"))
+    sharded = checkpoint_path(tmp_path / "fit", "last.ckpt")
+    assert sorted(path.name for path in sharded.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp", "meta.pt"]
+    single_file = tmp_path / "names.ckpt"
+    consolidate = [sys.executable, "-m", "trainrig.resume.consolidate", str(sharded), str(single_file)]
+    result = subprocess.run(consolidate, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    from_directory = generated_names(sharded, tmp_path / "from-directory")
+    assert len(from_directory) == 100
+    assert from_directory == generated_names(single_file, tmp_path / "from-file")
+    # The names come from the checkpoint's weights (the same seed with other weights samples other names).
+    other = torch.load(single_file, weights_only=False)
+    other["state_dict"] = {name: tensor * 0.5 for name, tensor in other["state_dict"].items()}
+    torch.save(other, tmp_path / "other.ckpt")
+    assert generated_names(tmp_path / "other.ckpt", tmp_path / "from-other") != from_directory
