@@ -6,8 +6,6 @@ import signal
 import subprocess
 import time
 
-import pytest
-
 from tests.helpers.installed import installed_python
 from tests.helpers.multi_host_runs import (
     RUN_TIMEOUT_S,
@@ -25,7 +23,6 @@ from trainrig.testing.hosts import EmulatedHosts
 
 
 @run_if(emulated_hosts=True)
-@pytest.mark.slow  # CI budget: the lost-host test below runs the same hosts, started as the docs say, and more
 def test_dask_scheduler_and_client_on_one_host_workers_on_two_others():
     python = installed_python()
     with EmulatedHosts(3) as hosts:

@@ -27,7 +27,6 @@ from tests.helpers.resume_runs import (
     RAN_AS,
     RANKS,
     SEED,
-    SLOW_STRATEGIES,
     STEPS_PER_EPOCH,
     STRATEGY_ARGS,
     UninterruptedRuns,
@@ -61,7 +60,7 @@ def stop_cases() -> list:
         for stop in ("SIGTERM", "SIGKILL"):
             steps = STEPS_PER_EPOCH[strategy]
             step, rank = drawn_fault(f"{strategy}-{stop}", (steps, 2 * steps), RANKS[strategy])
-            slow = strategy in SLOW_STRATEGIES or stop != ("SIGKILL", "SIGTERM")[index % 2]
+            slow = stop != ("SIGKILL", "SIGTERM")[index % 2]
             cases.append(
                 pytest.param(
                     strategy,

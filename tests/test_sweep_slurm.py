@@ -30,8 +30,10 @@ TRIALS_ON_TWO_NODES = dict(slurm_nodes=2, sampler="random", pruner="none")
 SWEEP_TIMEOUT_S = 420
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
+    """One cluster for the module (its accounting database takes about 10 s to set up): each test's trials are
+    jobs of their own, and each test waits until its jobs have left the queue."""
     with SlurmCluster(nodes=2, accounting=True) as running:
         yield running
 

@@ -65,7 +65,6 @@ RAN_AS = {
     "pipeline_ddp": {"strategy": "PipelineStrategy", "processes": 4, "stages": 2, "data_parallel": 2},
 }
 RANKS = {strategy: ran_as["processes"] for strategy, ran_as in RAN_AS.items()}
-SLOW_STRATEGIES = ("pipeline_ddp",)
 # Checkpoints every 2 steps, the best and the newest epoch's (each save supersedes the one before), and a callback
 # with state of its own: all of what a resumed run must restore.
 CALLBACKS = [
