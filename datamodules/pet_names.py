@@ -12,7 +12,7 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset
 
 from trainrig.errors import UserInputError
-from trainrig.resume.data_order import resumable_loader
+from trainrig.resume.data_order import resumable_loader, sample_seed
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,7 @@ class PetNamesDataModule(LightningDataModule):
             names_path: a text file (one name per line) or a JSON list of names.
             context_length: characters the model sees before predicting the next; the reference uses 8.
             val_fraction: share of distinct names held out for validation (split by name, seeded).
+            seed: the validation split's seed, and that of the names `cli.py predict` samples.
             num_names_to_generate: how many names `cli.py predict` samples.
             formulation: what a training example is, and so which conditional the model learns and samples from.
                 `windows` (the reference's): every prefix of every name as its last `context_length` characters,
@@ -227,6 +228,8 @@ class PetNamesDataModule(LightningDataModule):
         return self.loader(self.val_examples, shuffle=False) if self.val_examples is not None else []
 
     def predict_dataloader(self) -> DataLoader:
-        """One item per name to generate; the model samples a whole batch of names at once."""
-        count = self.hparams.num_names_to_generate
-        return DataLoader(torch.arange(count), batch_size=max(1, min(count, 1024)))
+        """One (index, seed) item per name to generate; the model samples a whole batch of names at once. A seed per
+        name, drawn from `seed` and the name's index, gives the same names whatever the number of processes."""
+        count, seed = self.hparams.num_names_to_generate, self.hparams.seed
+        items = torch.tensor([[index, sample_seed(seed, 0, index)] for index in range(count)])
+        return DataLoader(items, batch_size=min(count, 1024))

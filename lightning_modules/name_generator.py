@@ -109,27 +109,41 @@ class NameGenerator(LightningModule):
         self.known_names = set(datamodule.names) if self.exclude_training_names and datamodule is not None else set()
 
     def predict_step(self, batch, batch_idx) -> list[str]:
-        """`batch` holds one entry per name to generate: as many new names, sampling again in place of empty and
-        already known ones (training names, with `exclude_training_names`)."""
-        wanted, names = len(batch), []
+        """`batch` holds one (index, seed) row per name to generate (`PetNamesDataModule.predict_dataloader`): as
+        many new names, sampling again in place of empty and already known ones (training names, with
+        `exclude_training_names`). Each name's draws come from its own seed, so the names are the same whichever
+        process, batch or number of processes samples them. Every process samples as many rounds as the one that
+        needs most (one name kept going where it needs none), since a sharded model's forwards are collective."""
+        draws = [torch.Generator().manual_seed(seed) for seed in batch[:, 1].tolist()]
+        names: list[str | None] = [None] * len(draws)
         for _ in range(MAX_SAMPLING_ROUNDS):
-            names += [name for name in self.generate(wanted - len(names)) if name and name not in self.known_names]
-            if len(names) == wanted:
+            rows = [row for row, name in enumerate(names) if name is None] or [0]
+            uniforms = torch.stack([torch.rand(self.max_name_length, generator=draws[row]) for row in rows])
+            for row, name in zip(rows, self.names_from(uniforms)):
+                if names[row] is None and name and name not in self.known_names:
+                    names[row] = name
+            missing = torch.tensor(names.count(None), device=self.device)
+            if self.trainer.strategy.reduce(missing, reduce_op="sum") == 0:
                 return names
         raise UserInputError(
-            f"only {len(names)} of {wanted} sampled names are new after {MAX_SAMPLING_ROUNDS} rounds; the model "
-            "mostly repeats training names or stops at once: raise --model.init_args.temperature or set "
-            "--model.init_args.exclude_training_names false"
+            f"{names.count(None)} of {len(names)} sampled names are still not new after {MAX_SAMPLING_ROUNDS} "
+            "rounds; the model mostly repeats training names or stops at once: raise "
+            "--model.init_args.temperature or set --model.init_args.exclude_training_names false"
         )
 
-    def generate(self, num_names: int) -> list[str]:
-        """`num_names` names, lower-case as learned (`datamodules.pet_names.display_name` title-cases them)."""
+    def generate(self, num_names: int, generator: torch.Generator | None = None) -> list[str]:
+        """`num_names` names, lower-case as learned (`datamodules.pet_names.display_name` title-cases them), drawn
+        from `generator` (the global one when None)."""
+        return self.names_from(torch.rand(num_names, self.max_name_length, generator=generator))
+
+    def names_from(self, uniforms: torch.Tensor) -> list[str]:
+        """One name per row of uniform numbers in [0, 1): each character drawn with the row's number for its
+        position, so that a row gives the same name whatever rows share its batch."""
         samples, lengths = self.network.sample(
-            num_names,
+            uniforms,
             PAD_INDEX,
             STOP_INDEX,
             self.hparams.context_length,
-            self.max_name_length,
             self.temperature,
             carry_state=self.hparams.formulation == "whole_names",
         )

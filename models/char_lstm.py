@@ -5,16 +5,16 @@ from torch import nn
 from torch.nn import functional as F
 
 
-def sample_categorical(probabilities: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One index per row, drawn by inverse CDF.
+def sample_categorical(probabilities: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """One index per row, drawn by inverse CDF from that row's number in [0, 1).
 
     One uniform number per row, where `torch.multinomial` draws one per class: an order of
-    magnitude faster on CPU for a batch of thousands of rows.
+    magnitude faster on CPU for a batch of thousands of rows. The caller draws the numbers, so that a row's draw
+    depends on its own numbers only, never on which other rows share its batch.
     """
     cumulative = probabilities.cumsum(dim=-1)
-    uniform = torch.rand(cumulative.shape[0], 1, generator=generator, device=cumulative.device) * cumulative[:, -1:]
     # right=True never picks a class of probability zero, even when the uniform draw is exactly 0.
-    return torch.searchsorted(cumulative, uniform, right=True).squeeze(1)
+    return torch.searchsorted(cumulative, uniform[:, None] * cumulative[:, -1:], right=True).squeeze(1)
 
 
 class CharLSTM(nn.Module):
@@ -39,26 +39,29 @@ class CharLSTM(nn.Module):
     @torch.no_grad()
     def sample(
         self,
-        num_samples: int,
+        uniforms: torch.Tensor,
         pad_index: int,
         stop_index: int,
         context_length: int,
-        max_length: int,
         temperature: float = 1.0,
-        generator: torch.Generator | None = None,
         carry_state: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample `num_samples` sequences at once, each character conditioned as the model was trained.
+        """Sample one sequence per row of `uniforms` (sequences, max_length), each character conditioned as the
+        model was trained and drawn with the row's number for its position.
 
         Both conditionals start from `context_length` padding characters and a zero state. Trained on windows
         (`carry_state=False`), each character is predicted from the `context_length` characters before it, so each
         step re-runs every unfinished sequence's last `context_length` characters. Trained on whole sequences
         (`carry_state=True`), each character is predicted from everything before it, so each step feeds the new
         character into the carried LSTM state: one LSTM step per character, and the padding prefix, the same for
-        every sequence, runs once. Finished sequences leave the batch. Returns the sampled indices
-        (num_samples, max_length), stop-filled after each sequence's end, and each length.
+        every sequence, runs once. Finished sequences leave the batch, but every call runs the network exactly
+        max_length times, one row kept going (its draws unused) once all have finished: a sharded model's forwards
+        are collective, so processes sampling different sequences must still run as many. Returns the sampled
+        indices (sequences, max_length), stop-filled after each sequence's end, and each length.
         """
         device = self.head.weight.device
+        uniforms = uniforms.to(device)
+        num_samples, max_length = uniforms.shape
         samples = torch.full((num_samples, max_length), stop_index, dtype=torch.long, device=device)
         lengths = torch.full((num_samples,), max_length, dtype=torch.long, device=device)
         active = torch.arange(num_samples, device=device)
@@ -72,13 +75,15 @@ class CharLSTM(nn.Module):
         for position in range(max_length):
             next_logits[:, pad_index] = float("-inf")
             probabilities = torch.softmax(next_logits.float() / temperature, dim=-1)
-            chars = sample_categorical(probabilities, generator)
-            samples[active, position] = chars
-            stopped = chars == stop_index
-            lengths[active[stopped]] = position
-            keep = (~stopped).nonzero().squeeze(1)
-            if len(keep) == 0 or position == max_length - 1:
+            chars = sample_categorical(probabilities, uniforms[active, position])
+            unfinished = lengths[active] == max_length  # all but the row kept going after every sequence stopped
+            samples[active[unfinished], position] = chars[unfinished]
+            lengths[active[unfinished & (chars == stop_index)]] = position
+            if position == max_length - 1:
                 break
+            keep = (unfinished & (chars != stop_index)).nonzero().squeeze(1)
+            if len(keep) == 0:
+                keep = keep.new_zeros(1)
             active, chars = active[keep], chars[keep]
             if carry_state:
                 logits, state = self(chars[:, None], tuple(tensor.index_select(1, keep) for tensor in state))

@@ -1,6 +1,7 @@
 """`--trainer.strategy ddp --trainer.devices 2` on CPU (gloo): the LSTM's batches shard by rank, it trains and
 generates names, only rank 0 writes."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -31,27 +32,37 @@ def test_pet_name_training_batches_shard_by_rank_without_lightnings_sampler():
     assert len(set(per_rank[0]) & set(per_rank[1])) == 1
 
 
-def test_lstm_trains_and_generates_names_on_two_processes(tmp_path):
-    run_ok("fit", small_run_args("lstm.yaml", tmp_path / "fit", None, *DDP))
-    rows = read_metrics(tmp_path / "fit")
-    assert [row["val/loss"] for row in rows if row.get("val/loss")]
+def predicted_names(checkpoint: Path, log_dir: Path, *options: str) -> list[str]:
     run_ok(
         "predict",
         [
             "--config",
             str(ROOT / "configs" / "lstm.yaml"),
             "--trainer.logger.init_args.save_dir",
-            str(tmp_path / "predict"),
+            str(log_dir),
             "--trainer.enable_progress_bar",
             "false",
             "--data.init_args.num_names_to_generate",
-            "40",
+            "41",
             "--model.init_args.exclude_training_names",
             "false",
             "--ckpt_path",
-            str(checkpoint_path(tmp_path / "fit", "last.ckpt")),
-            *DDP,
+            str(checkpoint),
+            *options,
         ],
     )
-    (names_file,) = (tmp_path / "predict").rglob("generated_names.txt")
-    assert len(names_file.read_text().splitlines()) == 40  # 20 per rank, gathered and written once
+    (names_file,) = log_dir.rglob("generated_names.txt")
+    return names_file.read_text().splitlines()
+
+
+def test_lstm_trains_and_generates_names_on_two_processes(tmp_path):
+    """Each name drawn from its own seed: two processes write, once and in order, the names one process writes,
+    not each rank's draws from a shared seed (half the names, twice)."""
+    run_ok("fit", small_run_args("lstm.yaml", tmp_path / "fit", None, *DDP))
+    rows = read_metrics(tmp_path / "fit")
+    assert [row["val/loss"] for row in rows if row.get("val/loss")]
+    checkpoint = checkpoint_path(tmp_path / "fit", "last.ckpt")
+    on_two = predicted_names(checkpoint, tmp_path / "two", *DDP)
+    assert len(on_two) == 41  # 21 and 20 per rank (the sampler repeats one item to even them out), written once
+    assert on_two == predicted_names(checkpoint, tmp_path / "one", "--trainer.devices", "1")
+    assert len(set(on_two)) > 30, "names drawn alike on both ranks would repeat every one"
