@@ -7,6 +7,7 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
+from typing_extensions import override
 
 from lightning_modules.optimization import check_optimizer, configure_optimization
 
@@ -73,9 +74,13 @@ class ClassificationModule(LightningModule):
         self.log(f"{stage}/confidence", confidence, batch_size=len(labels))
         return {"logits": logits.detach()}
 
-    def predict_step(self, batch, batch_idx):
+    @override
+    def predict_step(self, batch, batch_idx) -> dict[str, torch.Tensor]:
+        """The predicted class of each image and every class's probability; labels in the batch are not used.
+        Softmax in float32, so a bf16 run's probabilities still sum to one."""
         images = batch[0] if isinstance(batch, (list, tuple)) else batch
-        return self(images).softmax(dim=-1)
+        probabilities = self(images).float().softmax(dim=-1)
+        return {"class_id": probabilities.argmax(dim=-1), "probabilities": probabilities}
 
     def configure_optimizers(self):
         return configure_optimization(self, self.optimizer, self.scheduler)

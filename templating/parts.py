@@ -59,6 +59,8 @@ PATHS = {
         "lightning_modules/classification.py",
         "datamodules/image_folder.py",
         "datamodules/synthetic_shapes.py",
+        "callbacks/predicted_classes_writer.py",
+        "tests/helpers/predicted_classes.py",
     ],
     "lstm": [
         "models/char_lstm.py",

@@ -1,0 +1,58 @@
+"""Writes what `cli.py predict` classified to a CSV file, one row per image in the data set's order, from global
+rank 0 only.
+
+Each rank predicts its share of the images; the rows are gathered on rank 0 by data set index, keeping one row per
+image, so the file is the same for any number of processes and also when every rank saw every image (strategies
+that feed all ranks the same batches).
+"""
+
+import csv
+from pathlib import Path
+
+import torch.distributed as dist
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import BasePredictionWriter
+from typing_extensions import override
+
+COLUMNS = ["image", "label", "class_id", "class_name", "probability"]
+
+
+class PredictedClassesWriter(BasePredictionWriter):
+    def __init__(self, output_file: str | None = None):
+        """
+        Args:
+            output_file: where to write; by default `predictions.csv` in the run's log directory,
+                so a new prediction never overwrites an earlier one.
+        """
+        super().__init__(write_interval="epoch")
+        self.output_file = output_file
+
+    @override
+    def write_on_epoch_end(self, trainer: Trainer, pl_module: LightningModule, predictions, batch_indices) -> None:
+        (indices_per_batch,) = batch_indices  # one predict dataloader
+        rows = {
+            index: (int(class_id), float(probabilities[class_id]))
+            for batch, indices in zip(predictions, indices_per_batch)
+            for index, class_id, probabilities in zip(indices, batch["class_id"], batch["probabilities"])
+        }
+        if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
+            gathered: list[dict | None] | None = [None] * trainer.world_size if trainer.is_global_zero else None
+            dist.gather_object(rows, gathered, dst=0)
+            rows = {index: row for rank_rows in gathered or [] for index, row in rank_rows.items()}
+        output_file = Path(self.output_file or Path(trainer.log_dir) / "predictions.csv")  # every rank: collective
+        if trainer.is_global_zero:
+            self._write(output_file, rows, trainer.datamodule)
+
+    @staticmethod
+    def _write(output_file: Path, rows: dict[int, tuple[int, float]], datamodule) -> None:
+        class_names = datamodule.class_names
+        output_file.parent.mkdir(parents=True, exist_ok=True)
+        with output_file.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(COLUMNS)
+            for index in sorted(rows):
+                class_id, probability = rows[index]
+                image, label = datamodule.predict_sample(index)
+                true_name = class_names[label] if label is not None else ""
+                writer.writerow([image, true_name, class_id, class_names[class_id], f"{probability:.6f}"])
+        print(f"wrote {len(rows)} predictions to {output_file}")
