@@ -15,6 +15,7 @@ import torch
 
 from tests.helpers import resume_runs
 from tests.helpers.faults import fault
+from tests.helpers.predicted_classes import read_predictions
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.resume_runs import drawn_fault
 from tests.helpers.runs import ROOT, run_cli, small_run_args
@@ -108,7 +109,9 @@ def test_a_sharded_run_continues_on_another_world_size_or_strategy_epoch_by_epoc
     assert largest_difference(mine, consolidated(sharded_checkpoint(runs["fsdp2"]))["state_dict"]) <= TOLERANCE
 
 
-def test_test_loads_a_sharded_checkpoint_and_its_consolidated_file_alike(runs, settings, tmp_path, capsys):
+def test_test_and_predict_load_a_sharded_checkpoint_and_its_consolidated_file_alike(
+    runs, settings, per_process_settings, tmp_path
+):
     last = sharded_checkpoint(runs["fsdp2"])
     single_file = tmp_path / "shared.ckpt"
     result = subprocess.run(
@@ -125,6 +128,20 @@ def test_test_loads_a_sharded_checkpoint_and_its_consolidated_file_alike(runs, s
         run_cli("test", mlp_args(settings, tmp_path / name, "--ckpt_path", str(path)))
         losses[name] = logged(tmp_path / name, "test/loss")
     assert losses["sharded"] == losses["file"] and losses["file"], losses
+
+    writer = "--trainer.callbacks+=callbacks.predicted_classes_writer.PredictedClassesWriter"  # the settings' list
+    run_cli("predict", mlp_args(settings, tmp_path / "predict-file", "--ckpt_path", str(single_file), writer))
+    (from_file, _) = read_predictions(tmp_path / "predict-file")
+    run_cli("predict", mlp_args(settings, tmp_path / "predict-sharded", "--ckpt_path", str(last), writer))
+    assert read_predictions(tmp_path / "predict-sharded")[0] == from_file and from_file
+    # Sharded over two processes again: each classifies half of the images with its half of every layer gathered.
+    sharded = mlp_args(per_process_settings, tmp_path / "predict-fsdp2", "--ckpt_path", str(last), writer, *FSDP2)
+    run_ok("predict", sharded)
+    sharded_rows = read_predictions(tmp_path / "predict-fsdp2")[0]
+    assert [row["class_id"] for row in sharded_rows] == [row["class_id"] for row in from_file]
+    assert [float(row["probability"]) for row in sharded_rows] == pytest.approx(
+        [float(row["probability"]) for row in from_file], abs=TOLERANCE
+    )
 
 
 def test_consolidate_refuses_what_is_no_sharded_checkpoint_in_one_line(tmp_path):
