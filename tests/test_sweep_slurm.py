@@ -2,8 +2,11 @@
 (slurmctld, a slurmd per node, slurmdbd on MariaDB): the driver runs on the controller's host as on a login node and
 submits each trial with submitit; every trial is a 2-node DDP job of the suite's small MLP."""
 
+import csv
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -117,3 +120,107 @@ def test_bad_input_in_a_trial_exits_2_and_is_not_submitted_again(cluster, tmp_pa
     time.sleep(3)  # a requeue would show within the cluster's requeue delay
     fields = cluster.job(int(job_id))
     assert (fields["JobState"], fields["Restarts"]) == ("COMPLETED", "0"), fields
+
+
+def start_sweep(cluster: SlurmCluster, log_dir: Path, stderr: Path, *extra: str) -> subprocess.Popen:
+    """`run_sweep`'s command started on the login node and left running, its stderr written to `stderr`."""
+    with stderr.open("w") as output:
+        return cluster.controller.popen(
+            sweep_command(log_dir, *extra), env=login_environment(cluster), cwd=ROOT, stderr=output, text=True
+        )
+
+
+def wait_for_a_checkpoint(driver: subprocess.Popen, trial_dir: Path, stderr: Path) -> None:
+    """Until the trial's training saved its first `last.ckpt` (an epoch's end), its job still running."""
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while not list(trial_dir.rglob("last.ckpt")):
+        assert driver.poll() is None, f"the sweep ended before a checkpoint: {stderr.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, "no checkpoint"
+        time.sleep(0.2)
+
+
+def queued(cluster: SlurmCluster) -> list[str]:
+    return cluster.client(["squeue", "--noheader", "--format=%i"]).stdout.split()
+
+
+# A trial that trains for many short epochs: `last.ckpt` at the end of the first, long before the last.
+LONG_TRIAL = ("--trainer.max_epochs", "12")
+
+
+@pytest.mark.slow  # 55-75 s here: a trial stopped, then run again from its checkpoint to its end
+def test_a_stopped_sweep_continues_its_slurm_trial_from_the_checkpoint_with_the_same_command(cluster, tmp_path):
+    """SIGTERM to the driver once its trial's job saved a checkpoint: the job is cancelled, its ranks checkpoint and
+    exit 143, it leaves the queue, and the driver exits 143 as it does with local trials. The same command submits
+    the trial again as a new job, which continues from the checkpoint in the same run folder to a complete trial."""
+    logs = tmp_path / "logs"
+    trial_dir = logs / "sweep_mlp" / "trial_0"
+    settings = sweep_file(tmp_path / "sweep.json", SPACE, trials=1, **TRIALS_ON_TWO_NODES)
+    command = (*LONG_TRIAL, "--sweep", settings)
+    stderr = tmp_path / "first.err"
+    driver = start_sweep(cluster, logs, stderr, *command)
+    try:
+        wait_for_a_checkpoint(driver, trial_dir, stderr)
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=120) == 143, stderr.read_text()[-3000:]
+    finally:
+        driver.kill()
+        driver.wait()
+    first = stderr.read_text()
+    assert "sweep: trial 0 stopped with a checkpoint" in first, first[-3000:]
+    stopped_job = (trial_dir / "slurm_job").read_text()
+    cluster.wait_for(int(stopped_job), "CANCELLED", timeout=60)  # COMPLETING while SLURM cleans up after its tasks
+    assert stopped_job not in queued(cluster)
+    assert study(logs, "mlp").trials[0].state.name == "RUNNING"
+
+    result = run_sweep(cluster, logs, *command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "trial 0 was interrupted; it continues from its last checkpoint" in result.stderr
+    (trial,) = study(logs, "mlp").trials
+    assert trial.state.name == "COMPLETE", result.stderr[-3000:]
+    job_id = (trial_dir / "slurm_job").read_text()
+    assert job_id != stopped_job and cluster.job(int(job_id))["JobState"] == "COMPLETED"
+    log = (trial_dir / "trial.log").read_text()
+    assert "exiting with status 143" in log.split("resume: continuing from")[0], "the cancelled job's ranks saved"
+    resumed_steps = {int(step) for step in re.findall(r"resume: continuing from \S+ \(step (\d+)\)", log)}
+    assert len(resumed_steps) == 1 and resumed_steps.pop() >= 3, "resumed from the checkpoint, not from zero"
+    (run_folder,) = {path.parent for path in trial_dir.rglob("metrics.csv")}
+    steps = [int(row["step"]) for row in csv.DictReader((run_folder / "metrics.csv").open()) if row.get("step")]
+    assert steps == sorted(steps) and max(steps) == 12 * 3 - 1, "one run folder continued to the last step"
+    reports = (trial_dir / "channel" / "reports.jsonl").read_text().splitlines()
+    assert trial.value == json.loads(reports[-1])["value"]
+    assert job_id not in queued(cluster)
+
+
+@pytest.mark.slow  # 30-55 s here: one trial's job, watched by two drivers in turn
+def test_a_sweep_killed_outright_watches_its_running_slurm_job_instead_of_submitting_it_again(cluster, tmp_path):
+    """SIGKILL to the driver: its trial's job keeps running. The same command finds the job id in the trial's folder
+    and waits for that job, which completes the trial: one submission, one job, no restart."""
+    logs = tmp_path / "logs"
+    trial_dir = logs / "sweep_mlp" / "trial_0"
+    settings = sweep_file(tmp_path / "sweep.json", SPACE, trials=1, **TRIALS_ON_TWO_NODES)
+    command = (*LONG_TRIAL, "--sweep", settings)
+    stderr = tmp_path / "first.err"
+    driver = start_sweep(cluster, logs, stderr, *command)
+    try:
+        wait_for_a_checkpoint(driver, trial_dir, stderr)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        driver.kill()
+        driver.wait()
+    job_id = (trial_dir / "slurm_job").read_text()
+    assert cluster.job(int(job_id))["JobState"] == "RUNNING", "the job outlives its driver"
+
+    result = run_sweep(cluster, logs, *command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"trial_0: SLURM job {job_id} still runs; watching it" in result.stderr
+    assert stderr.read_text().count("submitted") == 1 and "submitted" not in result.stderr, result.stderr
+    (trial,) = study(logs, "mlp").trials
+    assert trial.state.name == "COMPLETE", result.stderr[-3000:]
+    assert (trial_dir / "slurm_job").read_text() == job_id
+    fields = cluster.job(int(job_id))
+    assert (fields["JobState"], fields["Restarts"]) == ("COMPLETED", "0"), fields
+    log = (trial_dir / "trial.log").read_text()
+    assert "continuing from" not in log, "trained once, in its one job"
+    reports = (trial_dir / "channel" / "reports.jsonl").read_text().splitlines()
+    assert trial.value == json.loads(reports[-1])["value"]
