@@ -311,9 +311,15 @@ def _strategy_override(overrides: tuple[str, ...]) -> tuple[str | None, tuple[st
 
 def _project_strategy(value: str) -> type | None:
     """The class `--trainer.strategy value` selects when it is one of the project's own (trainrig/strategies/: the
-    pipeline, the sharded ones), else None. Imported only when asked: the generator otherwise needs no torch."""
+    pipeline, the sharded ones), else None: Lightning's DDP and single-device strategies count as Lightning's also
+    where the project registers them again with a `compile` option. Imported only when asked: the generator otherwise
+    needs no torch."""
+    from trainrig.strategies.compile import DDPStrategy, SingleDeviceStrategy
+
     selected = strategy_class(value)
-    return selected if selected is not None and selected.__module__.startswith("trainrig.strategies.") else None
+    if selected is None or selected in (DDPStrategy, SingleDeviceStrategy):
+        return None
+    return selected if selected.__module__.startswith("trainrig.strategies.") else None
 
 
 def _check_strategy_fits(strategy: str, processes: int, elastic: tuple[int, int] | None) -> None:
