@@ -3,11 +3,11 @@ from global rank 0 only."""
 
 from pathlib import Path
 
-import torch.distributed as dist
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 
 from datamodules.pet_names import display_name
+from trainrig.loggers.predictions import predictions_by_index
 
 
 class GeneratedNamesWriter(BasePredictionWriter):
@@ -21,18 +21,8 @@ class GeneratedNamesWriter(BasePredictionWriter):
         self.output_file = output_file
 
     def write_on_epoch_end(self, trainer: Trainer, pl_module: LightningModule, predictions, batch_indices) -> None:
-        """Names in the order of their predict items, each once: a distributed sampler deals the items out in
-        turn and repeats some so that every process gets as many."""
-        (dataloader_indices,) = batch_indices  # Lightning lists them per predict dataloader; pet names have one
-        by_index = {
-            index: name
-            for batch, indices in zip(predictions, dataloader_indices, strict=True)
-            for index, name in zip(indices, batch, strict=True)
-        }
-        if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            gathered: list[dict[int, str] | None] = [None] * trainer.world_size
-            dist.all_gather_object(gathered, by_index)
-            by_index = {index: name for rank_names in gathered for index, name in rank_names.items()}
+        """Names in the order of their predict items, each once, whatever the number of processes."""
+        by_index = predictions_by_index(trainer, predictions, batch_indices, items=lambda names: names)
         names = [by_index[index] for index in sorted(by_index)]
         output_file = Path(
             self.output_file or Path(trainer.log_dir) / "generated_names.txt"

@@ -9,12 +9,18 @@ that feed all ranks the same batches).
 import csv
 from pathlib import Path
 
-import torch.distributed as dist
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 from typing_extensions import override
 
+from trainrig.loggers.predictions import predictions_by_index
+
 COLUMNS = ["image", "label", "class_id", "class_name", "probability"]
+
+
+def _class_and_probability(batch: dict) -> list[tuple[int, float]]:
+    """One (class id, its probability) per image of a batch `predict_step` returned."""
+    return [(int(class_id), float(row[class_id])) for class_id, row in zip(batch["class_id"], batch["probabilities"])]
 
 
 class PredictedClassesWriter(BasePredictionWriter):
@@ -29,16 +35,7 @@ class PredictedClassesWriter(BasePredictionWriter):
 
     @override
     def write_on_epoch_end(self, trainer: Trainer, pl_module: LightningModule, predictions, batch_indices) -> None:
-        (indices_per_batch,) = batch_indices  # one predict dataloader
-        rows = {
-            index: (int(class_id), float(probabilities[class_id]))
-            for batch, indices in zip(predictions, indices_per_batch)
-            for index, class_id, probabilities in zip(indices, batch["class_id"], batch["probabilities"])
-        }
-        if trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            gathered: list[dict | None] | None = [None] * trainer.world_size if trainer.is_global_zero else None
-            dist.gather_object(rows, gathered, dst=0)
-            rows = {index: row for rank_rows in gathered or [] for index, row in rank_rows.items()}
+        rows = predictions_by_index(trainer, predictions, batch_indices, items=_class_and_probability)
         output_file = Path(self.output_file or Path(trainer.log_dir) / "predictions.csv")  # every rank: collective
         if trainer.is_global_zero:
             self._write(output_file, rows, trainer.datamodule)
