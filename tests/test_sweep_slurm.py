@@ -139,6 +139,20 @@ def wait_for_a_checkpoint(driver: subprocess.Popen, trial_dir: Path, stderr: Pat
         time.sleep(0.2)
 
 
+def signalled_at_a_checkpoint(
+    cluster: SlurmCluster, logs: Path, trial_dir: Path, stderr: Path, command: tuple[str, ...], signum: int
+) -> int:
+    """Starts the sweep, sends its driver `signum` once the trial saved a checkpoint; the driver's exit status."""
+    driver = start_sweep(cluster, logs, stderr, *command)
+    try:
+        wait_for_a_checkpoint(driver, trial_dir, stderr)
+        driver.send_signal(signum)
+        return driver.wait(timeout=120)
+    finally:
+        driver.kill()
+        driver.wait()
+
+
 def queued(cluster: SlurmCluster) -> list[str]:
     return cluster.client(["squeue", "--noheader", "--format=%i"]).stdout.split()
 
@@ -157,14 +171,9 @@ def test_a_stopped_sweep_continues_its_slurm_trial_from_the_checkpoint_with_the_
     settings = sweep_file(tmp_path / "sweep.json", SPACE, trials=1, **TRIALS_ON_TWO_NODES)
     command = (*LONG_TRIAL, "--sweep", settings)
     stderr = tmp_path / "first.err"
-    driver = start_sweep(cluster, logs, stderr, *command)
-    try:
-        wait_for_a_checkpoint(driver, trial_dir, stderr)
-        driver.send_signal(signal.SIGTERM)
-        assert driver.wait(timeout=120) == 143, stderr.read_text()[-3000:]
-    finally:
-        driver.kill()
-        driver.wait()
+    assert signalled_at_a_checkpoint(cluster, logs, trial_dir, stderr, command, signal.SIGTERM) == 143, (
+        stderr.read_text()[-3000:]
+    )
     first = stderr.read_text()
     assert "sweep: trial 0 stopped with a checkpoint" in first, first[-3000:]
     stopped_job = (trial_dir / "slurm_job").read_text()
@@ -200,14 +209,7 @@ def test_a_sweep_killed_outright_watches_its_running_slurm_job_instead_of_submit
     settings = sweep_file(tmp_path / "sweep.json", SPACE, trials=1, **TRIALS_ON_TWO_NODES)
     command = (*LONG_TRIAL, "--sweep", settings)
     stderr = tmp_path / "first.err"
-    driver = start_sweep(cluster, logs, stderr, *command)
-    try:
-        wait_for_a_checkpoint(driver, trial_dir, stderr)
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(timeout=30)
-    finally:
-        driver.kill()
-        driver.wait()
+    signalled_at_a_checkpoint(cluster, logs, trial_dir, stderr, command, signal.SIGKILL)
     job_id = (trial_dir / "slurm_job").read_text()
     assert cluster.job(int(job_id))["JobState"] == "RUNNING", "the job outlives its driver"
 
