@@ -27,7 +27,7 @@ USERS_WING = {
 # before it (a new concern fails test_every_concern_has_its_place until it is placed here).
 LAYERS = {
     "registry": set(),
-    "errors": set(),
+    "errors": {"registry"},
     "testing": set(),
     "network": {"errors"},
     "resume": {"errors", "registry"},

@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["hooks", "logger_extension", "plugins", "run_folders"]
+__all__ = ["hooks", "import_object", "logger_extension", "plugins", "run_folders"]
 
 PLUGIN_MODULE = "plugin"
 
@@ -56,3 +56,12 @@ def logger_extension(logger) -> ModuleType | None:
 def run_folders() -> dict[str, tuple[str, str | None, str]]:
     """RUN_FOLDER by logger class name, for the loggers the plugins extend that have one."""
     return {module.LOGGER_CLASS: module.RUN_FOLDER for module in plugins() if hasattr(module, "RUN_FOLDER")}
+
+
+def import_object(path: str) -> object:
+    """The object a config or a reference names by its import path: `package.module.Name`, or `package.module:name`
+    (a function sent to another process by reference). Raises ImportError or AttributeError when there is none."""
+    module, separator, name = path.partition(":") if ":" in path else path.rpartition(".")
+    if not separator or not module:
+        raise ImportError(f"{path!r} is not an import path (package.module.Name)")
+    return getattr(importlib.import_module(module), name)
