@@ -3,8 +3,8 @@ device's, and what a sharded checkpoint directory holds (see tests/test_fsdp2.py
 
 from pathlib import Path
 
+from tests.helpers.mlp.tiny_mlp import SGD, mlp_args, write_settings
 from tests.helpers.strategy_runs import TOLERANCE, logged
-from tests.helpers.tiny_mlp import SGD, mlp_args, write_settings
 
 __all__ = [
     "DDP",
