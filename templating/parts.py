@@ -9,8 +9,9 @@ Lines that only some choices need sit between markers in the comment syntax of t
 
 or carry one at the end of the line (`"dask[distributed]",  # cookiecutter: only with dask`).
 A condition combines the names in CHOICES and `template` (true only in this repository, for what
-exists to build the template) with `and`, `or`, `not` and parentheses. Whole files belong to the
-condition that lists them in PATHS. A generated project keeps what its answers satisfy and loses
+exists to build the template) with `and`, `or`, `not` and parentheses. Whole files and folders belong to the
+condition that lists them in PATHS; the tests of an example or part sit in folders named after it, listed once by a
+pattern (`tests/**/dask`). A generated project keeps what its answers satisfy and loses
 the markers themselves. Two rules need no markers: a Markdown list item or table row that links to a removed
 file goes with it, and in Markdown the first example a project has stands in for the CNN (MAIN_EXAMPLE_PATHS).
 """
@@ -26,7 +27,9 @@ EXAMPLES = ("cnn", "lstm", "mlp")
 OPTIONAL_PARTS = ("dask", "wandb", "kubernetes", "slurm", "sweep")
 CHOICES = (*EXAMPLES, *OPTIONAL_PARTS)
 
-# Files and folders that exist only when their condition holds.
+# Files and folders that exist only when their condition holds; a path with `**` names every folder it matches. The
+# tests of an example or part sit in folders named after it, wherever they are (`tests/**/mlp`): tests/dask/mlp/ holds
+# the Dask tests that run the MLP example, so it goes with either.
 PATHS = {
     "cnn": [
         "benchmarks/sharding.py",
@@ -38,14 +41,10 @@ PATHS = {
         "configs/cnn_dogs.yaml",
         "callbacks/example_images.py",
         "callbacks/prediction_table.py",
-        "tests/test_optimization.py",
         "benchmarks/resume.py",
         "docs/performance/checkpoint_cost.md",
-        "tests/helpers/examples/cnn.py",
-        "tests/test_bad_input_cnn.py",
-        "tests/test_monitoring_cnn.py",
-        "tests/test_staged_resnet.py",
         "docs/examples/cnn.md",
+        "tests/**/cnn",
     ],
     "cnn or mlp": [
         "models/staged.py",
@@ -54,13 +53,10 @@ PATHS = {
         "trainrig/strategies/pipeline.py",
         "trainrig/strategies/stages.py",
         "docs/model_parallel.md",
-        "tests/helpers/private_api/model_parallel.py",
-        "tests/helpers/examples/_images.py",
         "lightning_modules/classification.py",
         "datamodules/image_folder.py",
         "datamodules/synthetic_shapes.py",
         "callbacks/predicted_classes_writer.py",
-        "tests/helpers/predicted_classes.py",
     ],
     "lstm": [
         "models/char_lstm.py",
@@ -77,17 +73,8 @@ PATHS = {
         "benchmarks/pet_name_quality.py",
         "benchmarks/pet_name_samples.py",
         "docs/performance/pet_names.md",
-        "tests/test_name_generation.py",
-        "tests/test_pet_names_data.py",
-        "tests/test_prepare_pet_names.py",
-        "tests/helpers/examples/lstm.py",
-        "tests/test_bad_input_lstm.py",
-        "tests/test_monitoring_lstm.py",
-        "tests/test_ddp_lstm.py",
         "docs/examples/lstm.md",
-        "tests/test_examples_fit_lstm.py",
-        "tests/helpers/private_api/name_generator.py",
-        "tests/test_fsdp2_lstm.py",
+        "tests/**/lstm",
     ],
     "mlp": [
         "models/staged_mlp.py",
@@ -96,120 +83,59 @@ PATHS = {
         "configs/mlp.yaml",
         "configs/mlp_fashion_mnist.yaml",
         "callbacks/confusion_matrix.py",
-        "tests/helpers/examples/mlp.py",
-        "tests/test_bad_input_mlp.py",
-        "tests/test_monitoring_mlp.py",
-        "tests/test_examples_fit_mlp.py",
-        "tests/test_layer_split_placement.py",
-        "tests/helpers/placement.py",
         "docs/examples/mlp.md",
-        "tests/test_fashion_mnist_data.py",
-        "tests/test_strategies.py",
-        "tests/test_pipeline_schedules.py",
-        "tests/test_resume.py",
-        "tests/test_multi_host.py",
-        "tests/helpers/multi_host_runs.py",
-        "tests/helpers/resume_runs.py",
-        "tests/test_fsdp2.py",
-        "tests/helpers/sharded_runs.py",
-        "tests/helpers/tiny_mlp.py",
-        "tests/test_compile.py",
-        "tests/test_fsdp2_reshard.py",
-        "tests/test_fsdp2_multi_host.py",
-    ],
-    "mlp and kubernetes": [
-        "tests/test_multi_host_pytorchjob.py",
-        "tests/test_multi_host_trainjob.py",
-        "tests/test_cluster_jobs_pipeline.py",
-        "tests/test_fsdp2_kubernetes.py",
+        "tests/**/mlp",
     ],
     "cnn or lstm": ["benchmarks", "docs/performance"],
     "dask": [
         "docs/dask.md",
         "trainrig/dask",
-        "tests/test_dask_launcher.py",
-        "tests/helpers/dask_runs.py",
-        "tests/helpers/stalling_rank.py",
+        "tests/**/dask",
     ],
     "wandb": [
         "docs/monitoring.md",
         "configs/logger",
         "trainrig/wandb",
-        "tests/test_monitoring_wandb.py",
-        "tests/helpers/wandb_records.py",
+        "tests/**/wandb",
     ],
     # Each benchmark compares what its examples and parts do.
     "cnn and mlp": [
         "benchmarks/strategies.py",
-        "tests/helpers/private_api/strategies_benchmark.py",
         "docs/performance/parallelism.md",
     ],
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py", "docs/performance/hosts.md"],
     "dask and lstm": [
-        "tests/test_dask_launcher_failures.py",
         "benchmarks/dask_launcher.py",
         "docs/performance/dask_launcher.md",
     ],
-    "dask and mlp": [
-        "tests/test_dask_tls.py",
-        "tests/test_dask_launcher_pipeline.py",
-        "tests/test_multi_host_dask.py",
-        "tests/test_resume_dask.py",
-        "tests/test_fsdp2_dask.py",
-    ],
-    "dask and wandb": ["tests/test_monitoring_wandb_dask.py"],
     "dask and mlp and cnn": ["benchmarks/recovery.py", "docs/performance/recovery.md"],
     "wandb and cnn": ["benchmarks/monitoring.py", "docs/performance/media_cost.md"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
     "kubernetes": [
         "docs/clusters.md",
         "trainrig/kubernetes",
-        "tests/helpers/private_api/kubernetes.py",
         "Dockerfile",
         ".dockerignore",
-        "tests/test_cluster_jobs.py",
-        "tests/test_cluster_jobs_trainjob.py",
-        "tests/helpers/pytorchjobs.py",
-        "tests/helpers/trainjobs.py",
-        "tests/schemas",
+        "tests/**/kubernetes",
     ],
-    "slurm": ["docs/slurm.md", "trainrig/slurm", "trainrig/testing/slurm.py"],
-    "slurm and mlp": [
-        "tests/test_slurm.py",
-        "tests/test_slurm_sbatch.py",
-        "tests/helpers/slurm_jobs.py",
-        "tests/helpers/slurm_faults.py",
-    ],
+    "slurm": ["docs/slurm.md", "trainrig/slurm", "trainrig/testing/slurm.py", "tests/**/slurm"],
     "slurm and mlp and (cnn or lstm)": ["benchmarks/slurm_requeue.py", "docs/performance/slurm.md"],
     "sweep": [
         "sweep.py",
         "trainrig/sweeps",
         "docs/sweeps.md",
-        "tests/test_sweep_spaces.py",
-        "tests/helpers/studies.py",
-        "tests/helpers/private_api/sweeps.py",
+        "tests/**/sweeps",
     ],
-    "sweep and lstm": [
-        "configs/sweeps/lstm.yaml",
-        "tests/test_sweep.py",
-        "tests/test_sweep_fairness.py",
-        "tests/helpers/sweep_runs.py",
-        "tests/helpers/trial_values.py",
-    ],
-    "sweep and lstm and dask": ["tests/test_sweep_dask.py", "benchmarks/sweep.py", "docs/performance/sweep.md"],
-    "sweep and mlp": ["configs/sweeps/mlp.yaml", "tests/test_fsdp2_sweep.py"],
+    "sweep and lstm": ["configs/sweeps/lstm.yaml"],
+    "sweep and lstm and dask": ["benchmarks/sweep.py", "docs/performance/sweep.md"],
+    "sweep and mlp": ["configs/sweeps/mlp.yaml"],
     "sweep and cnn": ["configs/sweeps/cnn.yaml"],
-    "sweep and lstm and wandb": ["tests/test_sweep_wandb.py"],
     "sweep and dask": ["trainrig/sweeps/dask_trials.py", "trainrig/sweeps/placements/dask.py"],
     "sweep and slurm": ["trainrig/sweeps/slurm_trials.py", "trainrig/sweeps/placements/slurm.py"],
-    "sweep and slurm and mlp": ["tests/test_sweep_slurm.py"],
     "template": [
         "docs/template.md",
         "templating",
-        "tests/test_cookiecutter.py",
-        "tests/test_template_update.py",
-        "tests/test_checkpoints_across_the_move.py",
-        "tests/helpers/template_history.py",
+        "tests/**/template",
     ],
 }
 
@@ -222,7 +148,7 @@ SUBSTITUTIONS = {
     ],
     "README.md": [("# Lightning distributed training template\n", "# {project_name}\n")],
     "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
-    "tests/test_monitoring_wandb.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
+    "tests/wandb/test_monitoring.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
 }
 
 # In the Markdown files a generated project keeps, the first example it has stands in for the CNN in commands and
@@ -350,8 +276,9 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
     for condition, paths in PATHS.items():
         if not evaluate(condition, truth, "PATHS"):
             for relative in paths:
-                remove(project_dir / relative)
-                removed.add((project_dir / relative).resolve())
+                for path in matching(project_dir, relative):
+                    remove(path)
+                    removed.add(path.resolve())
     for path in sorted(project_dir.rglob("*")):
         if path.is_file():
             rewrite(path, project_dir, truth)
@@ -359,6 +286,11 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
         drop_entries_linking(path, removed)
         name_main_example(path, main_example)
     tidy_python(project_dir)
+
+
+def matching(project_dir: Path, relative: str) -> list[Path]:
+    """What a PATHS entry names in `project_dir`: the path itself, or every match of a pattern with `**`."""
+    return sorted(project_dir.glob(relative)) if "*" in relative else [project_dir / relative]
 
 
 def drop_entries_linking(path: Path, removed: set[Path]) -> None:

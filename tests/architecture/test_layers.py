@@ -10,21 +10,16 @@ functions.
 import ast
 from pathlib import Path
 
+from tests.helpers.parts import declared, declared_items
 from tests.helpers.runs import ROOT
 
 ENTRY_POINT = ROOT / "cli.py"
 MACHINERY = ROOT / "trainrig"
-USERS_WING = {
-    "cli",
-    "sweep",  # cookiecutter: only with sweep
-    "models",
-    "lightning_modules",
-    "datamodules",
-    "callbacks",
-}
+USERS_WING = {"cli", *declared("ENTRY_POINTS"), "models", "lightning_modules", "datamodules", "callbacks"}
 
 # What each concern of trainrig may import of the others, the lowest first: a concern imports only concerns listed
-# before it (a new concern fails test_every_concern_has_its_place until it is placed here).
+# before it (a new concern fails test_every_concern_has_its_place until it is placed here). The optional parts' concerns
+# come after these, in the order of their test folders, each declared in its folder's part.py (tests/helpers/parts.py).
 LAYERS = {
     "registry": set(),
     "errors": {"registry"},
@@ -33,15 +28,9 @@ LAYERS = {
     "resume": {"errors", "registry"},
     "strategies": {"errors", "resume"},  # the fsdp2 strategy writes the sharded checkpoints resume/ reads
     "loggers": {"registry", "resume"},
-    "wandb": {"loggers"},  # cookiecutter: only with wandb
-    "kubernetes": {"errors", "strategies"},  # cookiecutter: only with kubernetes
-    "slurm": {"errors", "strategies"},  # cookiecutter: only with slurm
-    "dask": {"errors", "registry", "resume", "strategies"},  # cookiecutter: only with dask
-    "sweeps": {"errors", "resume", "strategies"},  # cookiecutter: only with sweep
 }
-# cookiecutter: only with sweep and slurm
-LAYERS["sweeps"] |= {"slurm"}  # a trial on SLURM runs the srun command `trainrig.slurm.sbatch` writes
-# cookiecutter: end
+for part_concern, allowed in declared_items("LAYERS"):
+    LAYERS[part_concern] = LAYERS.get(part_concern, set()) | allowed
 
 
 def module_name(path: Path) -> str:

@@ -11,21 +11,13 @@ import zipfile
 from pathlib import Path
 
 from tests.helpers.installed import ROOT, built_wheel, installed_python
+from tests.helpers.parts import declared
 
 USERS_WING = ("models", "lightning_modules", "datamodules", "callbacks")
 MACHINERY = "trainrig"
-ENTRY_POINTS = (
-    "cli",
-    "sweep",  # cookiecutter: only with sweep
-)
+ENTRY_POINTS = ("cli", *declared("ENTRY_POINTS"))  # the optional parts' own in tests/<part>/part.py
 # Folders of modules that only development and the template use: never installed.
-DEVELOPMENT_ONLY = (
-    "tests",
-    "benchmarks",
-    "scripts",
-    "hooks",
-    "templating",  # cookiecutter: only with template
-)
+DEVELOPMENT_ONLY = ("tests", "benchmarks", "scripts", "hooks", *declared("DEVELOPMENT_ONLY"))
 IMPORT_TIMEOUT_S = 180
 
 

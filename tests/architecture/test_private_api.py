@@ -1,5 +1,6 @@
 """Every private Lightning, torch and torchmetrics name the project touches, in the lists of
-tests/helpers/private_api/ (one module per part) that an upgrade checks.
+tests/architecture/private_api/ and of each optional part's `private_api.py` (one module per part) that an upgrade
+checks.
 
 A private name can change or vanish in any release without a deprecation. Each entry says where the project uses
 it; the test fails naming the entry that no longer resolves, so an upgrade shows each touch point at once. Two
@@ -45,11 +46,11 @@ def test_every_private_import_is_listed():
             for name in re.findall(r"\b(_[A-Za-z]\w*)", names):
                 if (module, name) not in listed:
                     unlisted.append(f"{path.relative_to(ROOT)}: {module}.{name}")
-    assert not unlisted, f"private names missing from tests/helpers/private_api/: {unlisted}"
+    assert not unlisted, f"private names missing from tests/architecture/private_api/: {unlisted}"
 
 
 # Attribute uses: `obj._name` on anything but the object's own class, and `self._name` (or a method `_name`) in a
-# class whose library base defines that name. Both must be listed by name in tests/helpers/private_api/.
+# class whose library base defines that name. Both must be listed by name in tests/architecture/private_api/.
 PROJECT_PACKAGES = ("trainrig", "models", "lightning_modules", "datamodules", "callbacks", "benchmarks", "tests", "cli")
 OWN_RECEIVERS = ("self", "cls")
 
@@ -59,7 +60,7 @@ def project_files() -> list[Path]:
     return [
         path
         for path in sorted(ROOT.rglob("*.py"))
-        if not skipped & set(path.relative_to(ROOT).parts)
+        if not skipped & set(path.relative_to(ROOT).with_suffix("").parts)
         and "{{" not in str(path)
         and path.name != Path(__file__).name
     ]
@@ -116,4 +117,4 @@ def private_attribute_uses(path: Path) -> list[tuple[str, str]]:
 def test_every_private_attribute_use_is_listed():
     listed = {name for _, name in MODULE_NAMES} | {entry[2] for entry in ATTRIBUTES}
     unlisted = [where for path in project_files() for name, where in private_attribute_uses(path) if name not in listed]
-    assert not unlisted, f"private attributes missing from tests/helpers/private_api/: {unlisted}"
+    assert not unlisted, f"private attributes missing from tests/architecture/private_api/: {unlisted}"

@@ -1,7 +1,5 @@
 """A user's mistake gives one clear line naming the problem, a non-zero exit, and destroys nothing (every example;
-each example's own mistakes are in test_bad_input_<example>.py)."""
-
-import socket
+each example's own mistakes are in tests/examples/<example>/test_bad_input.py, an optional part's in its folder's)."""
 
 import pytest
 
@@ -128,30 +126,3 @@ def test_a_datamodule_outside_datamodules_with_unlinked_model_arguments_says_whe
         " arguments only for the datamodules in datamodules/: move the class there\n"
     )
     assert sorted(path.name for path in tmp_path.iterdir() if path.name != "__pycache__") == ["elsewhere.py"]
-
-
-# cookiecutter: only with dask
-def test_a_refused_dask_address_fails_at_once_naming_it(tmp_path, capsys):
-    """Nothing listens at the port: Dask's client would retry for its 60 s timeout."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
-    error = failing_run(capsys, "fit", small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--dask.address", address])
-    assert error == (
-        f"error: nothing listens at --dask.address {address} (connection refused); start the scheduler there or fix "
-        "the address\n"
-    )
-    assert not any(tmp_path.iterdir())
-
-
-def test_an_address_that_accepts_but_does_not_answer_is_left_to_the_clients_timeout():
-    """A listener that never speaks Dask is not refused: the client waits for it (its timeout, not checked here)."""
-    from trainrig.dask.cluster import check_not_refused
-
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen()
-        check_not_refused(f"tcp://127.0.0.1:{silent.getsockname()[1]}")
-
-
-# cookiecutter: end

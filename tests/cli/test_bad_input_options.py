@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 import cli
-import sweep  # cookiecutter: only with sweep
+from tests.helpers.parts import declared, declared_items
 from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, run_cli, small_run_args
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -33,27 +33,12 @@ WRONG_TYPE = {bool: "maybe", int: "abc", float: "abc"}
 # Candidates for a value outside a constrained number's range; the first its type rejects is used.
 OUT_OF_RANGE = ("-1", "0", "1", "1.5")
 # Sections of the config whose options are a class's arguments, for the options left unset (null): their type is the
-# argument's annotation.
-SECTIONS = {
-    "trainer": "lightning.pytorch.Trainer",
-    "dask": "trainrig.dask.DaskOptions",  # cookiecutter: only with dask
-}
-# cookiecutter: only with sweep
-# sweep.py's own options (the rest are cli.py fit's): each typed one with a wrong type, each bounded one out of range.
-SWEEP_CASES = [
-    *(("--sweep.trials", "abc"), ("--sweep.trials", "0"), ("--sweep.parallel", "abc"), ("--sweep.parallel", "0")),
-    *(("--sweep.seed", "abc"), ("--sweep.direction", "sideways"), ("--sweep.sampler", "nope")),
-    *(("--sweep.pruner", "nope"), ("--sweep.pruner_startup_trials", "abc"), ("--sweep.pruner_startup_trials", "-1")),
-    *(("--sweep.pruner_warmup_epochs", "abc"), ("--sweep.pruner_warmup_epochs", "-1")),
-    *(("--sweep.max_restarts", "abc"), ("--sweep.max_restarts", "-1"), ("--sweep.space", "abc")),
-    *(("--sweep", "/nonexistent.yaml"), ("--sweep.metric", "[")),
-]
-# cookiecutter: end
+# argument's annotation; the optional parts add theirs (tests/helpers/parts.py).
+SECTIONS = {"trainer": "lightning.pytorch.Trainer", **dict(declared_items("SECTIONS"))}
+# Other entry points' own options (the rest are cli.py fit's), each with a wrong value: {module: [(option, value)]}.
+ENTRY_POINT_CASES = declared_items("BAD_OPTIONS")
 # The cluster tools: (the module with its `main`, the module whose `option_parser()` builds its parser).
-TOOLS = (
-    ("trainrig.kubernetes.jobs", "trainrig.kubernetes.request"),  # cookiecutter: only with kubernetes
-    ("trainrig.slurm.sbatch", "trainrig.slurm.sbatch"),  # cookiecutter: only with slurm
-)
+TOOLS = declared("TOOLS")
 
 
 def leaves(config, prefix=""):
@@ -190,13 +175,12 @@ def test_every_option_refuses_a_wrong_value_in_one_line_writing_nothing(earlier_
                 code, stderr = refusal(cli.main, [subcommand, *base, option, value])
                 if not is_refused(code, stderr):
                     failures.append(f"{config} {subcommand} {option} {value}: exit {code}, {stderr.strip()[-200:]!r}")
-    # cookiecutter: only with sweep
-    for option, value in SWEEP_CASES:
-        tried += 1
-        code, stderr = refusal(sweep.main, [option, value])
-        if not is_refused(code, stderr):
-            failures.append(f"sweep.py {option} {value}: exit {code}, {stderr.strip()[-200:]!r}")
-    # cookiecutter: end
+    for module, cases in ENTRY_POINT_CASES:
+        for option, value in cases:
+            tried += 1
+            code, stderr = refusal(importlib.import_module(module).main, [option, value])
+            if not is_refused(code, stderr):
+                failures.append(f"{module}.py {option} {value}: exit {code}, {stderr.strip()[-200:]!r}")
     for name, entry, parser in tool_entries():
         for option, value in argparse_cases(parser):
             tried += 1
@@ -213,7 +197,7 @@ def test_every_option_refuses_a_wrong_value_in_one_line_writing_nothing(earlier_
     ("entry", "args", "expected"),
     [
         ("cli.py", ["fit", "--config", f"configs/{EXAMPLE_CONFIGS[0]}", f"{LR_OPTION}", "-3"], LR_OPTION),
-        ("sweep.py", ["--sweep", "/nonexistent.yaml"], "/nonexistent.yaml"),  # cookiecutter: only with sweep
+        *declared("REFUSED_BY_A_PROCESS"),
     ],
 )
 def test_a_real_process_prints_one_line(entry, args, expected, tmp_path):

@@ -1,11 +1,11 @@
-"""Every example config trains for a few batches on CPU and leaves checkpoints and metrics behind."""
+"""Every example config trains for a few batches on CPU and leaves checkpoints and metrics behind; each example's own
+fit and predict behaviour is in tests/examples/<example>/test_fit.py."""
 
 import math
 
 import pytest
 
 from tests.helpers.examples import logged
-from tests.helpers.predicted_classes import held_out_files, read_predictions  # cookiecutter: only with cnn
 from tests.helpers.runs import EXAMPLE_CONFIGS, last_value, read_metrics, run_cli, small_run_args
 
 
@@ -42,18 +42,3 @@ def test_print_config_reproduces_the_run(tmp_path, shapes_root, capsys):
     run_cli("fit", rerun)
     losses = [[row["train/loss"] for row in read_metrics(run) if row.get("train/loss")] for run in (direct, again)]
     assert losses[0] and losses[0] == losses[1]
-
-
-# cookiecutter: only with cnn
-def test_cnn_predict_writes_a_class_for_every_held_out_image(tmp_path, shapes_root):
-    run_cli("fit", small_run_args("cnn.yaml", tmp_path / "fit", shapes_root))
-    (checkpoint,) = (tmp_path / "fit").rglob("last.ckpt")
-    run_cli("predict", small_run_args("cnn.yaml", tmp_path / "predict", shapes_root, "--ckpt_path", str(checkpoint)))
-    rows, datamodule = read_predictions(tmp_path / "predict")
-    assert sorted(row["image"] for row in rows) == sorted(held_out_files(datamodule))
-    names = datamodule.class_names
-    assert all(row["class_name"] == names[int(row["class_id"])] for row in rows)
-    assert all(1 / len(names) <= float(row["probability"]) <= 1 for row in rows), "the most probable class's"
-
-
-# cookiecutter: end

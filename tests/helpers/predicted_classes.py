@@ -1,4 +1,5 @@
-"""What `cli.py predict` wrote for an image classifier, and the images it should have classified."""
+"""What `cli.py predict` wrote for an image classifier, and the images it should have classified (a datamodule of the
+image examples, built from the run's saved config: this module names none, so every project keeps it)."""
 
 import csv
 import importlib
@@ -6,11 +7,10 @@ import os
 from pathlib import Path
 
 import yaml
+from lightning.pytorch import LightningDataModule
 
-from datamodules.image_folder import ImageFolderDataModule
 
-
-def read_predictions(log_dir: Path) -> tuple[list[dict[str, str]], ImageFolderDataModule]:
+def read_predictions(log_dir: Path) -> tuple[list[dict[str, str]], LightningDataModule]:
     """The rows of the run's predictions.csv, and the datamodule its saved config builds, set up for predict."""
     (predictions_file,) = log_dir.rglob("predictions.csv")
     with predictions_file.open(newline="") as handle:
@@ -23,7 +23,7 @@ def read_predictions(log_dir: Path) -> tuple[list[dict[str, str]], ImageFolderDa
     return rows, datamodule
 
 
-def held_out_files(datamodule: ImageFolderDataModule) -> set[str]:
+def held_out_files(datamodule: LightningDataModule) -> set[str]:
     """Every image file under the folder that the training split does not hold, relative to the folder."""
     every_file = {path.relative_to(datamodule.image_root).as_posix() for path in datamodule.image_root.rglob("*.png")}
     train = datamodule.train_set

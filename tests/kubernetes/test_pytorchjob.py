@@ -2,7 +2,7 @@
 
 Pods are stood in for by processes on this machine that get the variables the Kubeflow training
 operator (v1.7+, pkg/controller.v1/pytorch/envvar.go and elastic.go) injects, with the master's
-address 127.0.0.1. Manifests are checked against the operator's own CRD schema (tests/schemas).
+address 127.0.0.1. Manifests are checked against the operator's own CRD schema (tests/kubernetes/schemas).
 """
 
 import copy

@@ -1,9 +1,9 @@
 """Each example, as configured (loader workers, augmentation, its own data order), resumes bit for bit after SIGTERM.
 
-tests/test_resume.py covers strategies, launchers and faults on one small model; this covers every example's own
-data pipeline on one device: 2 epochs of 3 steps, stopped by SIGTERM after step 4, in the middle of epoch 2, and
-resumed to the uninterrupted run's whole run directory (tests/helpers/run_dirs.py). The project's last example is
-in the smoke set, so a generated project's CI proves the resume it promises.
+The tests of strategies, launchers and faults in tests/resume/ run one small model; this covers every
+example's own data pipeline on one device: 2 epochs of 3 steps, stopped by SIGTERM after step 4, in the middle of
+epoch 2, and resumed to the uninterrupted run's whole run directory (tests/helpers/run_dirs.py). The project's last
+example is in the smoke set, so a generated project's CI proves the resume it promises.
 """
 
 import pytest

@@ -1,8 +1,8 @@
 """`--trainer.strategy ddp --trainer.devices 2` on CPU (gloo), every example against one process with the whole
 global batch: the two ranks split each global batch between them (together, the one process's batch), end as
 replicas of one another (their gradients were all-reduced), and only rank 0 writes the run. Where the example's
-arithmetic allows (`DDP_DIFFERS` in tests/helpers/examples/ says why not: batch norm, a per-token mean), the ranks
-end where the one process ends.
+arithmetic allows (`DDP_DIFFERS` in tests/examples/<example>/example.py says why not: batch norm, a per-token mean),
+the ranks end where the one process ends.
 """
 
 import pytest

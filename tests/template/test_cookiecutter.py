@@ -1,5 +1,6 @@
 """The repository as a cookiecutter: the template directory built at generation time, generated projects
-keeping only what was chosen, their docs rendering whole, and template updates.
+keeping only what was chosen, their docs rendering whole, and template updates. The rules of templating/parts.py on
+their own (markers, Markdown entries, test folders) are in tests/template/unit/test_parts.py.
 
 `.ci/run` also installs two generated variants in fresh environments and runs their smoke tests (`.ci/run --smoke`).
 """
@@ -17,15 +18,7 @@ from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
 from templating.build import OLD_COOKIECUTTER_DIR_NAME, TEMPLATE_DIR_NAME, export, project_files
-from templating.parts import (
-    CHOICES,
-    PATHS,
-    TemplateError,
-    drop_entries_linking,
-    evaluate,
-    keep_chosen_lines,
-    truth_table,
-)
+from templating.parts import CHOICES, PATHS, evaluate, matching
 from tests.helpers.run_if import missing
 from tests.helpers.runs import ROOT
 
@@ -100,51 +93,6 @@ def text_files(folder: Path):
                 continue
 
 
-def test_every_marker_in_the_root_is_balanced_and_names_known_choices():
-    everything, nothing = truth_table(None), dict.fromkeys(truth_table(None), False)
-    for relative in project_files():
-        if relative.startswith("templating/"):  # describes the markers, and no generated project has it
-            continue
-        path = ROOT / relative
-        try:
-            text = path.read_text()
-        except UnicodeDecodeError:
-            continue
-        for truth in (everything, nothing):
-            trimmed = keep_chosen_lines(text, path, truth, relative)
-            if path.suffix == ".py":  # an end-of-line marker on a wrapped line would cut a statement in half
-                compile(trimmed, relative, "exec")
-
-
-# Spelled in pieces so that this file's own markers check does not read them as markers.
-ONLY_WITH, END = "# cookiecutter: only with", "# cookiecutter: end"
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        (f"a\n{ONLY_WITH} dask\nb\n", "example.py:2: 'only with' block never ends"),
-        (f"a\n{END}\n", "example.py:2: 'cookiecutter: end' without a matching 'only with'"),
-        (f"x = 1  {ONLY_WITH} gpu\n", "example.py:1: unknown name 'gpu'"),
-        (f"{ONLY_WITH} dask or\n{END}\n", "example.py:1: cannot read condition 'dask or'"),
-    ],
-)
-def test_marker_mistakes_name_the_file_and_line(text, message):
-    with pytest.raises(TemplateError, match=message):
-        keep_chosen_lines(text, Path("example.py"), truth_table(None), "example.py")
-
-
-def test_markers_keep_and_drop_lines_in_python_and_markdown():
-    truth = {**dict.fromkeys(CHOICES, False), "cnn": True, "template": False}
-    python = f"a\n{ONLY_WITH} cnn\nb\n{END}\nc  {ONLY_WITH} dask\nd  {ONLY_WITH} cnn or dask\n"
-    assert keep_chosen_lines(python, Path("x.py"), truth, "x.py") == "a\nb\nd\n"
-    markdown = (
-        "| a |\n| b | <!-- cookiecutter: only with lstm -->\n"
-        "<!-- cookiecutter: only with not template -->\nc\n<!-- cookiecutter: end -->\n"
-    )
-    assert keep_chosen_lines(markdown, Path("x.md"), truth, "x.md") == "| a |\nc\n"
-
-
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_generated_project_keeps_only_what_was_chosen(variant, generated):
     answers = VARIANTS[variant]
@@ -152,19 +100,26 @@ def test_generated_project_keeps_only_what_was_chosen(variant, generated):
     assert project.name == "pet_vision"
     truth = {**{name: answers.get(name, "yes") == "yes" for name in CHOICES}, "template": False}
 
-    removed = []
+    entries = []
     for condition, paths in PATHS.items():
-        kept = evaluate(condition, truth, "PATHS")
-        for relative in paths:
-            assert (project / relative).exists() == kept, f"{relative} (only with {condition})"
-            removed += [] if kept else [relative]
+        for entry in paths:
+            assert (found := matching(ROOT, entry)), f"PATHS names {entry}, which matches nothing"
+            entries += [(condition, path.relative_to(ROOT)) for path in found]
+    removed = [relative for condition, relative in entries if not evaluate(condition, truth, "PATHS")]
+    for condition, relative in entries:  # kept unless it or a folder holding it (tests/dask of tests/dask/mlp) went
+        gone = any(relative == dropped or dropped in relative.parents for dropped in removed)
+        assert (project / relative).exists() != gone, f"{relative} (only with {condition})"
     assert not (project / "templating").exists() and not (project / "cookiecutter.json").exists()
 
     traces = [word for part, words in TRACES.items() if not truth[part] for word in words]
-    traces += [
-        Path(relative).with_suffix("").as_posix().replace("/", ".") for relative in removed if relative.endswith(".py")
+    traces += [".".join(relative.with_suffix("").parts) for relative in removed if relative.suffix == ".py"]
+    traces += [  # the modules of a removed folder of tests (tests.dask.runs)
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for relative in removed
+        if relative.parts[0] == "tests"
+        for path in (ROOT / relative).rglob("*.py")
     ]
-    traces += [relative for relative in removed if not relative.endswith(".py") and "." in Path(relative).name]
+    traces += [relative.as_posix() for relative in removed if relative.suffix != ".py" and "." in relative.name]
     for path, text in text_files(project):
         lowered = text.lower()
         found = [word for word in traces if word.lower() in lowered]
@@ -357,20 +312,6 @@ def test_generated_readme_and_docs_render_whole(variant, generated):
         if page.parent.name == "docs" and page.name != "index.md" and f"]({page.name})" not in index
     ]
     assert not unlinked, f"docs/index.md does not link {unlinked}"
-
-
-def test_list_items_and_table_rows_linking_a_removed_file_go_with_it(tmp_path):
-    (tmp_path / "kept.md").write_text("kept")
-    page = tmp_path / "page.md"
-    page.write_text(
-        "- [a](gone.md) with\n  its continuation\n  - [a sub-item](kept.md)\n- [b](kept.md)\n"
-        "  - [c](folder/x.md#part)\n  - [d](kept.md)\n| [row](gone.md) | 1 |\n| [row](kept.md) | 2 |\n"
-        "A sentence naming [gone](gone.md).\n"
-    )
-    drop_entries_linking(page, {(tmp_path / "gone.md").resolve(), (tmp_path / "folder").resolve()})
-    assert page.read_text() == (
-        "- [b](kept.md)\n  - [d](kept.md)\n| [row](kept.md) | 2 |\nA sentence naming [gone](gone.md).\n"
-    )
 
 
 def test_markdown_check_finds_the_faults_it_names(tmp_path):

@@ -1,6 +1,6 @@
 """Private Lightning, torch and torchmetrics names the project touches, one module per part that touches them, so a
 project keeps the entries of the parts it has: the modules here, and an optional part's or example's own list in its
-test folder (`tests/kubernetes/private_api.py`). A module sets `MODULE_NAMES` ({(module, name): used by}) and/or
+test folder (`tests/<part>/private_api.py`). A module sets `MODULE_NAMES` ({(module, name): used by}) and/or
 `ATTRIBUTES` ([(what has it, how to build one, attribute name, used by)])."""
 
 import importlib

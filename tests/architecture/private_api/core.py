@@ -38,6 +38,6 @@ ATTRIBUTES = [
         "ArgumentParser",
         lambda: argparse.ArgumentParser(),
         "_actions",
-        "tests/test_bad_input_options.py (a tool's options)",
+        "tests/cli/test_bad_input_options.py (a tool's options)",
     ),
 ]

@@ -4,8 +4,9 @@ one Lightning launches, and without a shared directory it stops in one line (ran
 import pytest
 
 from tests.dask.runs import losses
+from tests.helpers.mlp.tiny_mlp import mlp_args, write_mlp_settings
 from tests.helpers.runs import run_cli
-from tests.helpers.sharded_runs import FSDP2, mlp_args, shard_files, sharded_checkpoint, write_mlp_settings
+from tests.helpers.sharded_runs import FSDP2, shard_files, sharded_checkpoint
 from tests.helpers.strategy_runs import run_ok
 
 DASK_FSDP2 = ("--trainer.strategy", "fsdp2", "--dask.n_workers", "2")

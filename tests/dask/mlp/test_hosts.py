@@ -6,6 +6,7 @@ import signal
 import subprocess
 import time
 
+from tests.dask.hosts import start_dask
 from tests.helpers.installed import installed_python
 from tests.helpers.mlp.multi_host_runs import (
     RUN_TIMEOUT_S,
@@ -13,7 +14,6 @@ from tests.helpers.mlp.multi_host_runs import (
     job_args,
     losses,
     one_host_losses,
-    start_dask,
 )
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.run_dirs import assert_same_weights, final_weights

@@ -1,5 +1,5 @@
 """The resume test's run under the Dask launcher: a stopped job resumes, a killed worker's job restarts, to the
-uninterrupted DDP run's run directory (see tests/test_resume.py)."""
+uninterrupted DDP run's run directory (see tests/resume/mlp/test_faults.py)."""
 
 import re
 import shutil

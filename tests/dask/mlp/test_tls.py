@@ -9,8 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from tests.dask.hosts import start_dask
 from tests.helpers.installed import installed_python
-from tests.helpers.mlp.multi_host_runs import start_dask
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, read_metrics, small_run_args
 from trainrig.testing.hosts import EmulatedHosts, Host

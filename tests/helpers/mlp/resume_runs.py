@@ -1,5 +1,5 @@
 """The resume tests' shared run: the staged MLP, small and deterministic, its strategies, faults and comparisons
-(see tests/test_resume.py)."""
+(see tests/resume/mlp/test_faults.py)."""
 
 import os
 import random
@@ -94,7 +94,7 @@ PLATEAU = {
 
 
 def write_settings(directory: Path, shapes_root: Path) -> Path:
-    """The tiny MLP (tests/helpers/tiny_mlp.py), deterministic, with its own optimizer (Adam) and a scheduler."""
+    """The tiny MLP (tests/helpers/mlp/tiny_mlp.py), deterministic, with its own optimizer (Adam) and a scheduler."""
     return tiny_mlp.write_settings(
         directory / "resume_mlp.yaml",
         shapes_root,

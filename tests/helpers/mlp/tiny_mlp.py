@@ -5,7 +5,7 @@ Small generated images (32 x 32 canvas), no workers, a log row every step, no sa
 bar; each test picks the epochs, the batch (one global batch of 32 an epoch makes every world size see the same
 samples per step), its callbacks and the model's init arguments. SGD with momentum for the tests that compare
 strategies: Adam's first steps divide a gradient by its own magnitude, which turns a 1e-9 rounding difference of a
-near-zero gradient into a whole step (tests/test_strategies.py).
+near-zero gradient into a whole step (tests/strategies/mlp/test_ddp_layer_split_pipeline.py).
 """
 
 from pathlib import Path
@@ -14,9 +14,11 @@ import yaml
 
 from tests.helpers.runs import ROOT
 
-__all__ = ["SGD", "mlp_args", "write_settings"]
+__all__ = ["SGD", "mlp_args", "write_mlp_settings", "write_settings"]
 
 SGD = {"class_path": "torch.optim.SGD", "init_args": {"lr": 0.1, "momentum": 0.9}}
+# The template's checkpoint callback, on no timer: it writes the sharded `last.ckpt` directories the tests read.
+RESUMABLE = {"class_path": "trainrig.resume.checkpoint.ResumableCheckpoint", "init_args": {"train_time_interval": None}}
 
 
 def write_settings(
@@ -63,3 +65,15 @@ def mlp_args(settings: Path, log_dir: Path, *extra: str) -> list[str]:
         *("--trainer.logger.init_args.save_dir", str(log_dir)),
         *extra,
     ]
+
+
+def write_mlp_settings(directory: Path, shapes_root: Path, epochs: int, batch_size: int) -> Path:
+    """The fsdp2 tests' settings (tests/helpers/sharded_runs.py): the MLP with SGD and resumable checkpoints."""
+    return write_settings(
+        directory / f"fsdp2_mlp_{epochs}x{batch_size}.yaml",
+        shapes_root,
+        epochs=epochs,
+        batch_size=batch_size,
+        model={"hidden_sizes": [32], "optimizer": SGD},
+        callbacks=[RESUMABLE],
+    )

@@ -1,4 +1,4 @@
-"""fsdp2 across machines: torchrun on two emulated hosts (trainrig/testing/hosts.py, as tests/test_multi_host.py
+"""fsdp2 across machines: torchrun on two emulated hosts (trainrig/testing/hosts.py, as tests/hosts/mlp/test_torchrun.py
 runs DDP), each host's logs/ a claim on shared storage, where both ranks write their shards of every checkpoint.
 The job ends with the shards, losses and weights of the same job as two processes on one host."""
 

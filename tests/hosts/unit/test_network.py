@@ -1,4 +1,5 @@
-"""The interface choice of trainrig/network.py on this machine; tests/test_multi_host.py proves it across hosts."""
+"""The interface choice of trainrig/network.py on this machine; the jobs across emulated hosts (tests/hosts/) prove it
+across hosts."""
 
 import os
 import socket

@@ -1,6 +1,6 @@
 """The generated TrainJob with `-- --trainer.strategy fsdp2`, its two pods on separate emulated hosts as Kubeflow
-Trainer v2 runs them (see tests/test_multi_host_trainjob.py): the parameters are sharded over the pods, and both
-write their shards of every checkpoint into the claim they mount at the logs directory."""
+Trainer v2 runs them (see tests/kubernetes/mlp/test_trainjob_hosts.py): the parameters are sharded over the pods, and
+both write their shards of every checkpoint into the claim they mount at the logs directory."""
 
 import shutil
 import subprocess

@@ -2,9 +2,9 @@
 
 Each pod is a host (trainrig/testing/hosts.py) holding the image's /workspace (a copy of the project) and the project's
 installed wheel, and runs the TrainJob's command, `torchrun cli.py fit ...`, with the variables the trainer's torch
-plugin injects (tests/helpers/trainjobs.py). The master is named as in the cluster, `<job>-node-0-0.<job>`, the JobSet's
-headless-service name of node 0, which every host's hosts file resolves to node 0's address. A claim both pods mount
-at the logs directory is a folder outside them.
+plugin injects (tests/kubernetes/trainjobs.py). The master is named as in the cluster, `<job>-node-0-0.<job>`, the
+JobSet's headless-service name of node 0, which every host's hosts file resolves to node 0's address. A claim both pods
+mount at the logs directory is a folder outside them.
 """
 
 import functools

@@ -1,6 +1,7 @@
 """Cluster jobs of `--kind TrainJob` (the default): the TrainJob and the TrainingRuntime it runs on, checked against
-Kubeflow Trainer v2's own CRD schemas (tests/schemas), the commands cli.py reads from them, the Run:ai command's flags
-against Run:ai's reference, and the one-line refusals. The pods run on emulated hosts in test_multi_host_trainjob.py.
+Kubeflow Trainer v2's own CRD schemas (tests/kubernetes/schemas), the commands cli.py reads from them, the Run:ai
+command's flags against Run:ai's reference, and the one-line refusals. The pods run on emulated hosts in
+tests/kubernetes/mlp/test_trainjob_hosts.py.
 """
 
 import copy

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from tests.helpers.faults import fault
+from tests.helpers.mlp.tiny_mlp import mlp_args, write_mlp_settings
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.runs import read_metrics
-from tests.helpers.sharded_runs import FSDP2, assert_same_losses, mlp_args, sharded_checkpoint, write_mlp_settings
+from tests.helpers.sharded_runs import FSDP2, assert_same_losses, sharded_checkpoint
 from tests.helpers.strategy_runs import TOLERANCE, largest_difference, logged, optimizer_tensors, run_ok, run_processes
 from trainrig.resume.sharded import consolidated
 

@@ -1,35 +1,12 @@
-"""`--trainer.strategy ddp --trainer.devices 2` on CPU (gloo): the LSTM's batches shard by rank, it trains and
-generates names, only rank 0 writes."""
+"""`--trainer.strategy ddp --trainer.devices 2` on CPU (gloo): the LSTM trains and generates names, only rank 0 writes
+(how its batches shard by rank is in tests/examples/lstm/unit/test_pet_names_data.py)."""
 
 from pathlib import Path
-from types import SimpleNamespace
 
-import torch
-from torch.utils.data import DistributedSampler
-
-from datamodules.pet_names import CharWindows, PetNamesDataModule
 from tests.helpers.runs import ROOT, read_metrics, small_run_args
 from tests.helpers.strategy_runs import checkpoint_path, run_ok
 
 DDP = ("--trainer.strategy", "ddp", "--trainer.devices", "2")
-
-
-def test_pet_name_training_batches_shard_by_rank_without_lightnings_sampler():
-    """The resumable loader places each rank's share itself; being a DistributedSampler, Lightning keeps it."""
-    positions = torch.arange(1003)
-    per_rank = []
-    for rank in range(2):
-        datamodule = PetNamesDataModule(batch_size=64)
-        placement = {"num_replicas": 2, "rank": rank}
-        datamodule.trainer = SimpleNamespace(strategy=SimpleNamespace(distributed_sampler_kwargs=placement))
-        loader = datamodule.loader(CharWindows(positions[:, None], positions[:, None]), shuffle=True)
-        assert isinstance(loader.sampler, DistributedSampler)  # so Lightning's _requires_distributed_sampler is False
-        batches = list(loader)
-        assert all(inputs.shape[1] == 1 and inputs.dtype == torch.long for inputs, _ in batches)
-        per_rank.append(torch.cat([inputs[:, 0] for inputs, _ in batches]).tolist())
-    assert len(per_rank[0]) == len(per_rank[1]) == 502  # 1003 windows, one repeated to even the ranks out
-    assert set(per_rank[0]) | set(per_rank[1]) == set(positions.tolist())
-    assert len(set(per_rank[0]) & set(per_rank[1])) == 1
 
 
 def predicted_names(checkpoint: Path, log_dir: Path, *options: str) -> list[str]:

@@ -1,14 +1,17 @@
 """The name generator trained and validated under fsdp2, then from its sharded checkpoint: `cli.py predict
 --ckpt_path` a directory that fsdp2 wrote samples the names that the same checkpoint consolidated into one file
-(`python -m trainrig.resume.consolidate`) gives, on one process or sharded on two."""
+(`python -m trainrig.resume.consolidate`) gives, on one process or sharded on two. It trains as DDP does; a
+tensor_parallel split it declares no plan for is refused."""
 
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.helpers.media import media_tables
 from tests.helpers.runs import ROOT, read_metrics, run_cli, small_run_args
+from tests.helpers.sharded_runs import assert_fsdp2_refuses, assert_fsdp2_trains_as_ddp
 from tests.helpers.strategy_runs import checkpoint_path, run_ok
 
 FSDP2 = ("--trainer.strategy", "fsdp2", "--trainer.devices", "2")
@@ -48,3 +51,14 @@ def test_predict_generates_the_same_names_from_a_sharded_checkpoint_as_from_its_
     other["state_dict"] = {name: tensor * 0.5 for name, tensor in other["state_dict"].items()}
     torch.save(other, tmp_path / "other.ckpt")
     assert generated_names(tmp_path / "other.ckpt", tmp_path / "from-other") != from_directory
+
+
+def test_tensor_parallel_without_a_plan_fails_in_one_line_and_writes_nothing(capsys, tmp_path, shapes_root):
+    tensor_parallel = ("--trainer.strategy.init_args.tensor_parallel", "2")
+    message = "NameGenerator declares no tensor_parallel_plan(), so it cannot be split over tensor_parallel 2 processes"
+    assert_fsdp2_refuses(capsys, tmp_path, shapes_root, "lstm.yaml", tensor_parallel, message)
+
+
+@pytest.mark.slow  # 30 to 60 s on two idle cores
+def test_fsdp2_trains_the_lstm_as_ddp_does(tmp_path, shapes_root):
+    assert_fsdp2_trains_as_ddp(tmp_path, shapes_root, "lstm.yaml")

@@ -4,9 +4,9 @@ it compiled, and trains as the uncompiled run does.
 Each compiled run is a fresh `python cli.py` process with its own inductor cache directory: generated code in it
 proves inductor built the graphs in that run (a shared cache would let a later run reuse an earlier one's). The
 results are compared with one uncompiled run on one device, which every strategy matches within float rounding
-(tests/test_strategies.py): parameters and validation losses within 1e-5 (measured: 1e-8; inductor fuses the
-same float32 operations). A compiled run that silently fell back to the uncompiled code would pass the comparison,
-which is why each also checks the record and the cache.
+(tests/strategies/mlp/test_ddp_layer_split_pipeline.py): parameters and validation losses within 1e-5 (measured:
+1e-8; inductor fuses the same float32 operations). A compiled run that silently fell back to the uncompiled code would
+pass the comparison, which is why each also checks the record and the cache.
 
 Inductor builds C++ kernels for each block's forward and backward in each process: 30 to 80 s a run on two shared
 cores, so every compiled run is `slow`.

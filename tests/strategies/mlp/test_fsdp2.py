@@ -1,9 +1,10 @@
-"""`--trainer.strategy fsdp2` shards every example and trains as DDP does; its sharded checkpoints resume on any
+"""`--trainer.strategy fsdp2` shards the MLP and trains as DDP does (each other example in
+tests/strategies/<example>/test_fsdp2.py); its sharded checkpoints resume on any
 number of processes and under any strategy, and load for `test`, `predict` and as one consolidated file.
 
 Real processes on gloo. The MLP trains on one global batch of 32 per epoch (16 per process on two), with SGD, so
 that every world size takes the same steps over the same samples: results differ only in the order float sums are
-taken, within `TOLERANCE` (tests/test_strategies.py explains the figure).
+taken, within `TOLERANCE` (tests/strategies/mlp/test_ddp_layer_split_pipeline.py explains the figure).
 """
 
 import subprocess
@@ -16,18 +17,18 @@ import torch
 from tests.helpers.faults import fault
 from tests.helpers.mlp import resume_runs
 from tests.helpers.mlp.resume_runs import drawn_fault
+from tests.helpers.mlp.tiny_mlp import mlp_args, write_mlp_settings
 from tests.helpers.predicted_classes import read_predictions
 from tests.helpers.ran import assert_ran_as
-from tests.helpers.runs import ROOT, run_cli, small_run_args
+from tests.helpers.runs import ROOT, run_cli
 from tests.helpers.sharded_runs import (
     DDP,
     FSDP2,
     SHARDED,
+    assert_fsdp2_refuses,
     assert_same_losses,
-    mlp_args,
     shard_files,
     sharded_checkpoint,
-    write_mlp_settings,
 )
 from tests.helpers.strategy_runs import TOLERANCE, largest_difference, logged, run_ok
 from trainrig.resume.sharded import consolidated
@@ -200,22 +201,6 @@ def test_bf16_mixed_precision_trains_in_bfloat16_with_float32_shards(per_process
 @pytest.mark.parametrize(
     ("config", "extra", "message"),
     [
-        # cookiecutter: only with cnn
-        pytest.param(
-            "cnn.yaml",
-            ("--model.init_args.backbone", "mobilenet_v3_small"),
-            "backbone 'mobilenet_v3_small' has no known sharding units; the fsdp2 strategy shards ResNets",
-            id="no sharding units",
-        ),
-        # cookiecutter: end
-        # cookiecutter: only with lstm
-        pytest.param(
-            "lstm.yaml",
-            ("--trainer.strategy.init_args.tensor_parallel", "2"),
-            "NameGenerator declares no tensor_parallel_plan(), so it cannot be split over tensor_parallel 2 processes",
-            id="no tensor parallel plan",
-        ),
-        # cookiecutter: end
         pytest.param(
             "mlp.yaml",
             ("--trainer.strategy.init_args.tensor_parallel", "2"),
@@ -245,31 +230,8 @@ def test_bf16_mixed_precision_trains_in_bfloat16_with_float32_shards(per_process
 def test_an_option_that_cannot_hold_fails_in_one_line_and_writes_nothing(
     capsys, tmp_path, shapes_root, config, extra, message
 ):
-    logs = tmp_path / "logs"
-    args = small_run_args(config, logs, shapes_root, "--trainer.strategy", "fsdp2", "--trainer.accelerator", "cpu")
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli("fit", [*args, "--trainer.devices", "1", *extra])
-    assert exit_info.value.code == 2
-    error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error.startswith("error: ") and message in error, error
-    assert not logs.exists(), "nothing written"
-
-
-@pytest.mark.slow  # 30 to 60 s an example on two idle cores
-@pytest.mark.parametrize(
-    "config",
-    [
-        "cnn.yaml",  # cookiecutter: only with cnn
-        "lstm.yaml",  # cookiecutter: only with lstm
-    ],
-)
-def test_fsdp2_trains_the_other_examples_as_ddp_does(tmp_path, shapes_root, config):
-    """Each other example sharded by its own units; losses as DDP's (Adam: a looser bound, see above)."""
-    output = run_ok("fit", small_run_args(config, tmp_path / "fsdp2", shapes_root, *FSDP2))
-    assert "fsdp2: " in output and "sharding units over 2 process(es)" in output, output[-3000:]
-    run_ok("fit", small_run_args(config, tmp_path / "ddp", shapes_root, *DDP))
-    assert_same_losses(tmp_path / "fsdp2", tmp_path / "ddp", tolerance=1e-4)
-    sharded_checkpoint(tmp_path / "fsdp2")
+    """Each other example's own refusals are in tests/strategies/<example>/test_fsdp2.py."""
+    assert_fsdp2_refuses(capsys, tmp_path, shapes_root, config, extra, message)
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +241,7 @@ def resume_settings(tmp_path_factory, shapes_root) -> Path:
 
 @pytest.fixture(scope="module")
 def uninterrupted_fsdp2(tmp_path_factory, resume_settings) -> Path:
-    """tests/test_resume.py's run (Adam, a plateau scheduler, best and newest checkpoints) under fsdp2."""
+    """tests/resume/mlp/test_faults.py's run (Adam, a plateau scheduler, best and newest checkpoints) under fsdp2."""
     log_dir = tmp_path_factory.mktemp("uninterrupted-fsdp2")
     resume_runs.run_ok(resume_runs.mlp_args(resume_settings, log_dir, "single", *FSDP2))
     return log_dir
@@ -296,7 +258,8 @@ def uninterrupted_fsdp2(tmp_path_factory, resume_settings) -> Path:
 def test_a_stopped_fsdp2_run_resumes_to_the_uninterrupted_run_directory(
     uninterrupted_fsdp2, resume_settings, tmp_path, stop, step, rank
 ):
-    """As tests/test_resume.py does for every other strategy: the same files, rows, checkpoints, weights bit for bit."""
+    """As tests/resume/mlp/test_faults.py does for every other strategy: the same files, rows, checkpoints, weights bit
+    for bit."""
     context = f"fsdp2, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={resume_runs.SEED})"
     faulty = fault(step, stop, rank, whole_group=stop == "SIGKILL", once=tmp_path / "fired")
     command = resume_runs.mlp_args(resume_settings, tmp_path, "single", *FSDP2, *faulty)

@@ -1,4 +1,5 @@
-"""Where layer_split puts each stage and sends each stage's input, read from a real run (tests/helpers/placement.py).
+"""Where layer_split puts each stage and sends each stage's input, read from a real run
+(tests/strategies/mlp/placement.py).
 
 On CPU the two devices are `cpu:0` and `cpu:1`: both are the CPU, but a move asks for its index, so the run's
 requests show which stage went where and that each stage's input was sent to that stage's device; a split that never

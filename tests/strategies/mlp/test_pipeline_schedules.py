@@ -1,7 +1,8 @@
 """Every pipeline schedule trains the staged MLP as one device does; bad schedule options are one-line errors.
 
-Same setup and tolerance as tests/test_strategies.py (32 images, one batch an epoch, SGD with momentum), here over
-2 epochs: two optimizer steps, so the second step's momentum carries the first gradient and the parameters both.
+Same setup and tolerance as tests/strategies/mlp/test_ddp_layer_split_pipeline.py (32 images, one batch an epoch, SGD
+with momentum), here over 2 epochs: two optimizer steps, so the second step's momentum carries the first gradient and
+the parameters both.
 The schedules with several stages per process run a 4-stage MLP on 2 processes (stage i on process i mod 2, or
 ZBVZeroBubble's V: stages 0 and 3 on process 0); 1F1B runs the 2-stage one. One 2-process run per schedule,
 compared with one single-device run of the same model; so are 2 data-parallel replicas of the 2-stage pipeline

@@ -8,9 +8,10 @@ import sys
 import optuna
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
+from tests.helpers.mlp.tiny_mlp import mlp_args, write_mlp_settings
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.runs import ROOT
-from tests.helpers.sharded_runs import FSDP2, mlp_args, shard_files, sharded_checkpoint, write_mlp_settings
+from tests.helpers.sharded_runs import FSDP2, shard_files, sharded_checkpoint
 from tests.helpers.strategy_runs import logged
 
 LR = "model.init_args.optimizer.init_args.lr"

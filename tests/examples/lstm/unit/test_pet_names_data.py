@@ -1,8 +1,12 @@
+"""The pet-name data in this process: names cleaned, read and split, encoded as windows or whole names, batched,
+resumed mid-epoch and sharded by rank."""
+
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
 from datamodules.pet_names import (
     ALPHABET,
@@ -136,3 +140,21 @@ def test_bad_json_names_file(tmp_path, content, message):
     path.write_text(content)
     with pytest.raises(UserInputError, match=message):
         read_names(path)
+
+
+def test_pet_name_training_batches_shard_by_rank_without_lightnings_sampler():
+    """The resumable loader places each rank's share itself; being a DistributedSampler, Lightning keeps it."""
+    positions = torch.arange(1003)
+    per_rank = []
+    for rank in range(2):
+        datamodule = PetNamesDataModule(batch_size=64)
+        placement = {"num_replicas": 2, "rank": rank}
+        datamodule.trainer = SimpleNamespace(strategy=SimpleNamespace(distributed_sampler_kwargs=placement))
+        loader = datamodule.loader(CharWindows(positions[:, None], positions[:, None]), shuffle=True)
+        assert isinstance(loader.sampler, DistributedSampler)  # so Lightning's _requires_distributed_sampler is False
+        batches = list(loader)
+        assert all(inputs.shape[1] == 1 and inputs.dtype == torch.long for inputs, _ in batches)
+        per_rank.append(torch.cat([inputs[:, 0] for inputs, _ in batches]).tolist())
+    assert len(per_rank[0]) == len(per_rank[1]) == 502  # 1003 windows, one repeated to even the ranks out
+    assert set(per_rank[0]) | set(per_rank[1]) == set(positions.tolist())
+    assert len(set(per_rank[0]) & set(per_rank[1])) == 1

@@ -1,3 +1,6 @@
+"""scripts/prepare_pet_names.py, which extracts the shipped names file from the city's licence table: the column in
+order, a table without it refused, the shipped file whole."""
+
 import subprocess
 import sys
 

@@ -1,5 +1,5 @@
 """The batch-script generator on its own: what it refuses (one line, exit 2, no script written) and how it sizes
-srun for each strategy. tests/test_slurm.py runs its scripts on a real cluster."""
+srun for each strategy. tests/slurm/mlp/test_jobs.py runs its scripts on a real cluster."""
 
 import shlex
 from dataclasses import dataclass
