@@ -2,7 +2,8 @@
 processes and machines, stop and resume exactly, and be monitored. The user's code (models/, lightning_modules/,
 datamodules/, callbacks/, configs/) never has to change for any of it.
 
-One sub-package or module per concern, each below the ones that use it (tests/test_architecture.py pins the order):
+One sub-package or module per concern, each below the ones that use it (tests/architecture/test_layers.py pins the
+order):
 
 - `registry`: how optional parts plug in: each optional part is one folder here, and its `plugin.py` adds the part's
   options, runs the job elsewhere or extends a logger;

@@ -14,7 +14,7 @@ class _ContinuingWriter(ExperimentWriter):
     def _check_log_dir_exists(self) -> None:
         """Lightning's writer deletes an existing metrics.csv here; this one keeps it and appends under its header.
 
-        A private hook of lightning 2.6's writer: tests/test_resume.py checks that a resumed run's metrics.csv
+        A private hook of lightning 2.6's writer: the tests in tests/resume/ check that a resumed run's metrics.csv
         equals an uninterrupted run's.
         """
         path = Path(self.metrics_file_path)

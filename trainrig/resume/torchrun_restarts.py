@@ -10,7 +10,8 @@ That count is each agent's own: on several machines it differs between them (an 
 counting when another machine's failure starts a new round, and a replaced machine's agent starts from 0). There the
 agents must give every round a store of its own, `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`, and a worker that would
 share the agent's store across machines with restarts enabled stops at once with that fix.
-`tests/test_resume.py::test_torchrun_restarts_a_killed_worker...` and `tests/test_elastic_hosts.py` pin the behaviour.
+`test_torchrun_restarts_a_killed_worker...` in tests/resume/ and the torchrun tests across hosts in tests/hosts/ pin
+the behaviour.
 """
 
 import importlib
