@@ -8,7 +8,6 @@ dropping what the run had printed so far (trainrig/errors/held_output.py).
 
 import argparse
 import difflib
-import importlib
 import inspect
 import re
 from typing import NoReturn
@@ -18,6 +17,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from trainrig.errors import UserInputError
 from trainrig.errors.moved import moved_class_path_error
+from trainrig.registry import import_object
 
 UNKNOWN_ARGUMENTS = re.compile(r"unrecognized arguments: (?P<given>.+)")
 UNKNOWN_CONFIG_KEY = re.compile(r"does not accept option '(?P<key>[^']+)'")
@@ -163,9 +163,8 @@ def options_of(parser: ArgumentParser) -> list[str]:
 
 def arguments_of(class_path: str) -> list[str]:
     """The constructor arguments of a class given by its import path, along the classes it passes **kwargs to."""
-    module_name, _, class_name = class_path.rpartition(".")
     try:
-        cls = getattr(importlib.import_module(module_name), class_name)
+        cls = import_object(class_path)
     except (ImportError, AttributeError):
         return []
     names = []
