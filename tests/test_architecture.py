@@ -1,6 +1,6 @@
 """The layering the template promises: the user's wing (cli.py, models, LightningModules, datamodules, callbacks) on
 top; the machinery in one package, trainrig/, below it; inside trainrig, each concern below the ones that use it,
-the plugin registry at the bottom; no cycles; no private LightningCLI API in cli.py.
+the plugin registry at the bottom; no cycles; no private LightningCLI API in the CLI (trainrig/cli/).
 
 The machinery reaches the user's code only through the config (class paths jsonargparse imports) and the registry
 (plugins found by their files), never by an import statement: these tests read every import, also those inside
@@ -14,6 +14,7 @@ from tests.helpers.runs import ROOT
 
 ENTRY_POINT = ROOT / "cli.py"
 MACHINERY = ROOT / "trainrig"
+TEMPLATE_CLI = MACHINERY / "cli" / "template_cli.py"
 USERS_WING = {
     "cli",
     "sweep",  # cookiecutter: only with sweep
@@ -31,13 +32,15 @@ LAYERS = {
     "testing": set(),
     "network": {"errors"},
     "resume": {"errors", "registry"},
-    "strategies": {"errors", "resume"},  # the fsdp2 strategy writes the sharded checkpoints resume/ reads
+    "strategies": {"errors", "registry", "resume"},  # the fsdp2 strategy writes the sharded checkpoints resume/ reads
     "loggers": {"registry", "resume"},
+    "cli": {"errors", "registry", "network", "resume", "strategies", "loggers"},  # what cli.py runs
     "wandb": {"loggers"},  # cookiecutter: only with wandb
-    "kubernetes": {"errors", "strategies"},  # cookiecutter: only with kubernetes
-    "slurm": {"errors", "strategies"},  # cookiecutter: only with slurm
-    "dask": {"errors", "registry", "resume", "strategies"},  # cookiecutter: only with dask
-    "sweeps": {"errors", "resume", "strategies"},  # cookiecutter: only with sweep
+    "launch": {"errors", "registry", "strategies"},  # what a launched job runs, for every launcher below
+    "kubernetes": {"errors", "launch", "strategies"},  # cookiecutter: only with kubernetes
+    "slurm": {"errors", "launch", "strategies"},  # cookiecutter: only with slurm
+    "dask": {"errors", "launch", "registry", "resume", "strategies"},  # cookiecutter: only with dask
+    "sweeps": {"errors", "launch", "resume", "strategies"},  # cookiecutter: only with sweep
 }
 # cookiecutter: only with sweep and slurm
 LAYERS["sweeps"] |= {"slurm"}  # a trial on SLURM runs the srun command `trainrig.slurm.sbatch` writes
@@ -143,8 +146,8 @@ def test_no_module_imports_the_entry_point_back():
 
 
 def test_the_entry_point_uses_no_private_lightning_cli_attribute():
-    """A `self._name` in cli.py that TemplateCLI does not define itself reaches into LightningCLI's internals."""
-    tree = ast.parse(ENTRY_POINT.read_text())
+    """A `self._name` in TemplateCLI that it does not define itself reaches into LightningCLI's internals."""
+    tree = ast.parse(TEMPLATE_CLI.read_text())
     (template_cli,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TemplateCLI"]
     own = {node.name for node in template_cli.body if isinstance(node, ast.FunctionDef)}
     private = {
@@ -157,4 +160,4 @@ def test_the_entry_point_uses_no_private_lightning_cli_attribute():
         and not node.attr.startswith("__")
         and node.attr not in own
     }
-    assert not private, f"cli.py uses LightningCLI's private {sorted(private)}"
+    assert not private, f"TemplateCLI uses LightningCLI's private {sorted(private)}"

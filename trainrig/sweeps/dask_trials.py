@@ -11,7 +11,8 @@ from pathlib import Path
 from distributed import Client, Queue, Variable, get_client
 
 from trainrig.errors import UserInputError
-from trainrig.sweeps.channel import CONTINUE, PRUNE, LocalPlacement
+from trainrig.sweeps.channel import CONTINUE, PRUNE
+from trainrig.sweeps.local_trials import LocalPlacement
 
 CONNECT_TIMEOUT_S = 30
 __all__ = ["DaskDriverSide", "WorkerGroups", "placement", "report_and_wait"]
