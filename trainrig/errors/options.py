@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from jsonargparse import ArgumentParser
 from lightning.pytorch.cli import LightningArgumentParser
+from typing_extensions import override
 
 from trainrig.errors import UserInputError
 from trainrig.errors.moved import moved_class_path_error
@@ -65,6 +66,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     """A standard-library parser (the cluster tools) whose bad flags are one line, exit status 2, like every other
     bad input."""
 
+    @override
     def error(self, message: str) -> NoReturn:
         raise UserInputError(f"{message} (see --help)")
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
+from typing_extensions import override
 
 from trainrig.errors import UserInputError, exit_status
 from trainrig.sweeps import trials
@@ -78,6 +79,7 @@ class AskTellGridSampler(optuna.samplers.GridSampler):
     """GridSampler without its `study.stop()` once the grid is done, which works only inside `study.optimize` and
     raises after `study.tell`; the driver counts the trials itself."""
 
+    @override
     def after_trial(self, study, trial, state, values) -> None:
         pass
 
@@ -105,6 +107,7 @@ class ProgressMedianPruner(optuna.pruners.BasePruner):
     def __init__(self, n_startup_trials: int, n_warmup_steps: int) -> None:
         self.n_startup_trials, self.n_warmup_steps = n_startup_trials, n_warmup_steps
 
+    @override
     def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
         completed = study.get_trials(deepcopy=False, states=(STATE.COMPLETE,))
         progress = trial.last_step
