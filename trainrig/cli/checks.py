@@ -10,7 +10,7 @@ from trainrig.errors import UserInputError, one_line
 from trainrig.errors.moved import class_paths, moved_path_error
 from trainrig.registry import import_object
 from trainrig.resume.latest import check_fits
-from trainrig.resume.readable import check_same_parameters
+from trainrig.resume.readable import check_same_parameters, forget_read_checkpoints
 from trainrig.strategies.strategy_option import flag_values, strategy_class
 
 __all__ = [
@@ -74,6 +74,10 @@ def check_model_arguments_are_linked(data, data_to_model_links: Collection[str])
 
 
 def check_checkpoint_fits(model, ckpt_path: str | None) -> None:
-    """The checkpoint's parameters, by name and shape, are the model's: else one line before the trainer runs."""
-    check_fits(model, ckpt_path)
-    check_same_parameters(model, ckpt_path)
+    """The checkpoint's parameters, by name and shape, are the model's: else one line before the trainer runs. The last
+    check before the run: the file they read once is let go."""
+    try:
+        check_fits(model, ckpt_path)
+        check_same_parameters(model, ckpt_path)
+    finally:
+        forget_read_checkpoints()
