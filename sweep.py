@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from trainrig.errors import UserInputError, one_line
+from trainrig.errors.exit_status import entry_point
 from trainrig.errors.options import ShortErrorArgumentParser
 from trainrig.sweeps.placements import options_class
 
@@ -52,22 +52,20 @@ def split_arguments(arguments: list[str]) -> tuple[list[str], list[str]]:
     return own, training
 
 
+@entry_point
 def main(arguments: list[str] | None = None) -> None:
-    """Exit statuses as cli.py: 0 done, 2 bad input, 143 stopped (the same command continues the study)."""
+    """Exit statuses as cli.py's (trainrig/errors/exit_status.py): 0 done, 2 bad input, 143 stopped (the same command
+    continues the study)."""
     arguments = sys.argv[1:] if arguments is None else arguments
-    try:
-        own, training = split_arguments([word for word in arguments if word != PRINT_CONFIG])
-        config = parser().parse_args(own)
-        options = SweepOptions(**{field.name: config.sweep[field.name] for field in dataclasses.fields(SweepOptions)})
-        if PRINT_CONFIG in arguments:
-            print(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False), end="")
-            return
-        from trainrig.sweeps.run import run_sweep  # Optuna and the trial machinery, only once there is a sweep to run
+    own, training = split_arguments([word for word in arguments if word != PRINT_CONFIG])
+    config = parser().parse_args(own)
+    options = SweepOptions(**{field.name: config.sweep[field.name] for field in dataclasses.fields(SweepOptions)})
+    if PRINT_CONFIG in arguments:
+        print(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False), end="")
+        return
+    from trainrig.sweeps.run import run_sweep  # Optuna and the trial machinery, only once there is a sweep to run
 
-        run_sweep(options, CLI, training)
-    except UserInputError as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        sys.exit(2)
+    run_sweep(options, CLI, training)
 
 
 if __name__ == "__main__":

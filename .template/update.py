@@ -16,9 +16,15 @@ Every run, one with nothing to merge included, ends by listing the values in the
 that name a module the template moved (trainrig/errors/moved.py), one `file:line: old -> new` each;
 it changes none of them. After the update that brought trainrig/, run the script once more: the copy
 that ran that update is the older one, which has no such list.
+
+When cli.py became the short file of your choices (its machinery moved into trainrig/cli/), your own edits to the old
+cli.py conflict with it: run the script once more too, and it lists each edit, one `HEAD:cli.py:line: edit -> new
+place` each, to make again in the template's cli.py or where that part of cli.py went.
 """
 
 import argparse
+import ast
+import difflib
 import json
 import os
 import re
@@ -36,6 +42,33 @@ RECORD = PROJECT / ".template" / "source.json"
 MOVED_TABLE = Path("trainrig", "errors", "moved.py")
 # A value that can name code; a lone word (`resume`, `errors`) is a setting, whatever module once had the name.
 DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+# Where the parts of the old cli.py went when it became the file of the user's choices: by the name that held them
+# there (a TemplateCLI method as TemplateCLI.NAME, the trainer defaults as trainer_defaults), the new name (None: the
+# same) and file. Anything else of the old file (imports, your own functions) stays in cli.py.
+CLI = "cli.py"
+CLI_MOVES = {
+    "DATA_TO_MODEL_LINKS": (None, CLI),
+    "TemplateCLI.__init__.trainer_defaults": ("TRAINER_DEFAULTS", CLI),
+    "TemplateCLI.before_validate": ("TemplateCLI.before_subcommand", "trainrig/cli/template_cli.py"),
+    "TemplateCLI.before_test": ("TemplateCLI.before_subcommand", "trainrig/cli/template_cli.py"),
+    "TemplateCLI.before_predict": ("TemplateCLI.before_subcommand", "trainrig/cli/template_cli.py"),
+    "TemplateCLI": (None, "trainrig/cli/template_cli.py"),
+    "LOST_PEER_EXIT_CODE": ("LOST_PEER", "trainrig/errors/exit_status.py"),
+    **dict.fromkeys(
+        (
+            "check_model_arguments_are_linked",
+            "check_checkpoint_fits",
+            "check_config_files_parse",
+            "check_strategy_name",
+            "check_no_moved_class_path",
+        ),
+        (None, "trainrig/cli/checks.py"),
+    ),
+    **dict.fromkeys(
+        ("run", "main", "silence_library_noise", "not_a_litlogger_tip", "release_job_resources"),
+        (None, "trainrig/cli/entry.py"),
+    ),
+}
 
 
 class UpdateError(Exception):
@@ -84,6 +117,7 @@ def update(template: str, target: str | None) -> None:
         if new == record["commit"]:  # a second run right after an update, still uncommitted, only checks the configs
             print(f"already at template commit {new[:12]}")
             report_moved_modules()
+            report_cli_edits()
             return
         if git("status", "--porcelain"):
             raise UpdateError("the work tree has uncommitted changes: commit or stash them first")
@@ -109,6 +143,7 @@ def update(template: str, target: str | None) -> None:
     git("add", str(RECORD.relative_to(PROJECT)))
     if conflicts:
         report_moved_modules()
+        report_cli_edits()
         sys.exit(
             f"error: template changes {record['commit'][:12]}..{new[:12]} conflict with this project's edits in "
             f"{', '.join(conflicts)}: resolve the marked lines, `git add` the files, then commit"
@@ -152,6 +187,82 @@ def report_moved_modules() -> None:
         )
     else:
         print("no YAML file names a module the template moved")
+
+
+def report_cli_edits() -> None:
+    """Print each of the user's edits to the old cli.py, where the update left it in conflict with the new one, and
+    where that edit goes now.
+
+    Git keeps the three versions of a conflicted file: the template's old cli.py (stage 1), the user's (2) and the
+    template's new one (3). Prints nothing unless cli.py is in conflict and the old one is the long one.
+    """
+    if not git("ls-files", "--unmerged", "--", CLI):
+        return
+    old, yours = git("show", f":1:{CLI}"), git("show", f":2:{CLI}")
+    if "class TemplateCLI(" not in old:
+        return
+    old_lines, your_lines = old.splitlines(), yours.splitlines()
+    places = cli_places(old)
+    edits = difflib.SequenceMatcher(None, old_lines, your_lines, autojunk=False).get_opcodes()
+    edits = [edit for edit in edits if edit[0] != "equal"]
+    for _, old_start, old_end, start, end in edits:
+        if old_start < old_end:  # changed or deleted lines: where the first of them was
+            place = places[old_start]
+        else:  # added lines: what holds both of their neighbours
+            place = common_place(places[old_start - 1] if old_start else None, places[min(old_start, len(places) - 1)])
+        changed = [line.strip() for line in your_lines[start:end] if line.strip()]
+        shown = changed[0] if changed else f"(deleted) {old_lines[old_start].strip()}"
+        more = f" (+{len(changed) - 1} lines)" if len(changed) > 1 else ""
+        print(f"HEAD:{CLI}:{start + 1}: {shown}{more} -> {new_place(place)}")
+    print(
+        f"{len(edits)} edit(s) of your {CLI} to make again: cli.py now holds only your choices and its machinery is in "
+        f"trainrig/cli/; take the template's version (`git checkout --theirs {CLI}`), then make each edit where shown"
+    )
+
+
+def cli_places(text: str) -> list[str | None]:
+    """For each line of the old cli.py, the name of what holds it (CLI_MOVES' keys and what lies below them), or None
+    for the file's own lines (its docstring, imports, blank lines between definitions)."""
+    places: list[str | None] = [None] * len(text.splitlines())
+
+    def mark(node: ast.AST, name: str) -> None:
+        places[node.lineno - 1 : node.end_lineno] = [name] * (node.end_lineno - node.lineno + 1)
+
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            mark(node, node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            mark(node, node.targets[0].id)
+        for method in node.body if isinstance(node, ast.ClassDef) else []:
+            if isinstance(method, ast.FunctionDef):
+                mark(method, f"{node.name}.{method.name}")
+                for keyword in (n for n in ast.walk(method) if isinstance(n, ast.keyword) and n.arg):
+                    if f"{node.name}.{method.name}.{keyword.arg}" in CLI_MOVES:
+                        mark(keyword, f"{node.name}.{method.name}.{keyword.arg}")
+    return places
+
+
+def common_place(before: str | None, after: str | None) -> str | None:
+    """What holds both places: TemplateCLI for two of its methods, None for two top-level definitions."""
+    if before is None or after is None:
+        return None
+    common = []
+    for a, b in zip(before.split("."), after.split(".")):
+        if a != b:
+            break
+        common.append(a)
+    return ".".join(common) or None
+
+
+def new_place(place: str | None) -> str:
+    """Where an edit at `place` of the old cli.py goes now."""
+    if place is None:
+        return CLI
+    key = max((name for name in CLI_MOVES if place == name or place.startswith(f"{name}.")), key=len, default=None)
+    if key is None:
+        return CLI
+    name, file = CLI_MOVES[key]
+    return f"{name or '.'.join(place.split('.')[:2])} in {file}"
 
 
 def string_values(node: yaml.Node | None):

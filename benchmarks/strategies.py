@@ -63,7 +63,8 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E4
 
 from lightning_modules.image_classifier import ImageClassifier  # noqa: E402
 from lightning_modules.mlp_classifier import MLPClassifier  # noqa: E402
-from trainrig.strategies.pipeline import SCHEDULE_NAMES, PipelineStrategy  # noqa: E402
+from trainrig.strategies.pipeline import PipelineStrategy  # noqa: E402
+from trainrig.strategies.pipeline_schedules import SCHEDULE_NAMES  # noqa: E402
 
 MLP_WIDTH, MLP_LAYERS, MLP_CLASSES, MLP_BATCH = 1024, 4, 10, 4096
 CNN_IMAGE, CNN_CLASSES, CNN_BATCH = (3, 128, 128), 5, 32

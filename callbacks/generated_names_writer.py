@@ -7,7 +7,7 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 
 from datamodules.pet_names import display_name
-from trainrig.loggers.predictions import predictions_by_index
+from trainrig.loggers.gathered_predictions import predictions_by_index
 
 
 class GeneratedNamesWriter(BasePredictionWriter):

@@ -13,7 +13,7 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 from typing_extensions import override
 
-from trainrig.loggers.predictions import predictions_by_index
+from trainrig.loggers.gathered_predictions import predictions_by_index
 
 COLUMNS = ["image", "label", "class_id", "class_name", "probability"]
 

@@ -12,10 +12,13 @@ A condition combines the names in CHOICES and `template` (true only in this repo
 exists to build the template) with `and`, `or`, `not` and parentheses. Whole files and folders belong to the
 condition that lists them in PATHS; the tests of an example or part sit in folders named after it, listed once by a
 pattern (`tests/**/dask`). A generated project keeps what its answers satisfy and loses
-the markers themselves. Two rules need no markers: a Markdown list item or table row that links to a removed
-file goes with it, and in Markdown the first example a project has stands in for the CNN (MAIN_EXAMPLE_PATHS).
+the markers themselves. Three rules need no markers: a Markdown list item or table row that links to a removed
+file goes with it, so does a command in a Python module's docstring that runs a removed module (`python -m
+trainrig.slurm.sbatch ...` in cli.py's), and in Markdown the first example a project has stands in for the CNN
+(MAIN_EXAMPLE_PATHS).
 """
 
+import ast
 import importlib.util
 import re
 import shutil
@@ -42,7 +45,7 @@ PATHS = {
         "callbacks/example_images.py",
         "callbacks/prediction_table.py",
         "benchmarks/resume.py",
-        "docs/performance/checkpoint_cost.md",
+        "docs/performance/resume.md",
         "docs/examples/cnn.md",
         "tests/**/cnn",
     ],
@@ -50,7 +53,12 @@ PATHS = {
         "models/staged.py",
         "configs/strategies",
         "trainrig/strategies/layer_split.py",
+        "trainrig/launch/pipeline_fit.py",
         "trainrig/strategies/pipeline.py",
+        "trainrig/strategies/pipeline_checks.py",
+        "trainrig/strategies/pipeline_optimizer_state.py",
+        "trainrig/strategies/pipeline_schedules.py",
+        "trainrig/strategies/pipeline_steps.py",
         "trainrig/strategies/stages.py",
         "docs/model_parallel.md",
         "lightning_modules/classification.py",
@@ -101,7 +109,7 @@ PATHS = {
     # Each benchmark compares what its examples and parts do.
     "cnn and mlp": [
         "benchmarks/strategies.py",
-        "docs/performance/parallelism.md",
+        "docs/performance/strategies.md",
     ],
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py", "docs/performance/hosts.md"],
     "dask and lstm": [
@@ -109,7 +117,7 @@ PATHS = {
         "docs/performance/dask_launcher.md",
     ],
     "dask and mlp and cnn": ["benchmarks/recovery.py", "docs/performance/recovery.md"],
-    "wandb and cnn": ["benchmarks/monitoring.py", "docs/performance/media_cost.md"],
+    "wandb and cnn": ["benchmarks/media_cost.py", "docs/performance/media_cost.md"],
     "lstm or (wandb and cnn)": ["benchmarks/epoch_timer.py"],
     "kubernetes": [
         "docs/clusters.md",
@@ -119,7 +127,7 @@ PATHS = {
         "tests/**/kubernetes",
     ],
     "slurm": ["docs/slurm.md", "trainrig/slurm", "trainrig/testing/slurm.py", "tests/**/slurm"],
-    "slurm and mlp and (cnn or lstm)": ["benchmarks/slurm_requeue.py", "docs/performance/slurm.md"],
+    "slurm and mlp and (cnn or lstm)": ["benchmarks/slurm_requeue.py", "docs/performance/slurm_requeue.md"],
     "sweep": [
         "sweep.py",
         "trainrig/sweeps",
@@ -157,6 +165,8 @@ MAIN_EXAMPLE_PATHS = ("configs/{}.yaml", "configs/sweeps/{}.yaml", "logs/{}/")
 # A Markdown list item or table row, and the relative targets of its links.
 ENTRY = re.compile(r"^\s*([-*] |\|)")
 LINK_TARGET = re.compile(r"\]\((?!\w+://|#|mailto:)([^)\s]+)\)")
+# A command that runs a module of the project, in a Python module's docstring.
+RUNS_MODULE = re.compile(r"python -m ([\w.]+)")
 
 # Files whose "#" starts a comment only at the beginning of a line: no end-of-line markers there.
 WHOLE_LINE_COMMENTS_ONLY = ("Dockerfile", ".dockerignore", ".gitignore")
@@ -285,6 +295,8 @@ def apply_answers(project_dir: Path, answers: dict) -> None:
     for path in project_dir.rglob("*.md"):
         drop_entries_linking(path, removed)
         name_main_example(path, main_example)
+    for path in project_dir.rglob("*.py"):
+        drop_commands_running(path, project_dir, removed)
     tidy_python(project_dir)
 
 
@@ -319,6 +331,30 @@ def drop_entries_linking(path: Path, removed: set[Path]) -> None:
             kept += lines[at:own_end]
             at = own_end
     path.write_text("".join(kept))
+
+
+def drop_commands_running(path: Path, project_dir: Path, removed: set[Path]) -> None:
+    """Drop the lines of a Python module's docstring that run a removed module (`python -m trainrig.slurm.sbatch`),
+    with their continuation lines: a part's command goes with the part, without markers."""
+    text = path.read_text()
+    if "python -m" not in text:
+        return
+    body = ast.parse(text).body
+    docstring = body[0] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else None
+    if docstring is None or not isinstance(docstring.value.value, str):
+        return
+    kept, continued = [], False
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        runs = RUNS_MODULE.findall(line) if docstring.lineno <= number <= docstring.end_lineno else []
+        dropped = continued or any(removed_module(module, project_dir, removed) for module in runs)
+        continued = dropped and line.rstrip().endswith("\\")
+        kept += [] if dropped else [line]
+    path.write_text("".join(kept))
+
+
+def removed_module(module: str, project_dir: Path, removed: set[Path]) -> bool:
+    target = project_dir.resolve().joinpath(*module.split("."))
+    return target in removed or target.with_suffix(".py") in removed or removed_folder(target, removed)
 
 
 def removed_folder(target: Path, removed: set[Path]) -> bool:

@@ -92,8 +92,8 @@ def test_a_config_written_before_the_move_names_the_new_class_path(tmp_path, cap
     args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--config", str(old_config)]
     error = failing_run(capsys, "fit", args)
     assert error == (
-        "error: resume.csv_logger.ContinuingCSVLogger has moved to trainrig.resume.csv_logger.ContinuingCSVLogger (the"
-        " template's machinery lives in trainrig/ now): change it in your config\n"
+        "error: resume.csv_logger.ContinuingCSVLogger has moved to trainrig.resume.csv_logger.ContinuingCSVLogger:"
+        " change it in your config\n"
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == ["old.yaml"]
 
@@ -103,7 +103,7 @@ def test_a_strategy_named_by_its_old_class_path_names_the_new_one(tmp_path, caps
     """Alone, the value reaches the CLI as a string; with options, the parser tries to import it as a class path."""
     args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path, None, "--trainer.strategy", "strategy_flag.Mine", *options)
     error = failing_run(capsys, "fit", args)
-    assert error.startswith("error: strategy_flag.Mine has moved to trainrig.strategies.flag.Mine (")
+    assert error.startswith("error: strategy_flag.Mine has moved to trainrig.strategies.strategy_option.Mine:")
     assert error.count("\n") == 1
     assert not any(tmp_path.iterdir()), "a refused run writes nothing"
 

@@ -1,4 +1,4 @@
 """What the project-wide tests need to know of the Dask part (tests/helpers/parts.py reads it)."""
 
-LAYERS = {"dask": {"errors", "registry", "resume", "strategies"}}
+LAYERS = {"dask": {"errors", "launch", "registry", "resume", "strategies"}}
 SECTIONS = {"dask": "trainrig.dask.DaskOptions"}

@@ -464,7 +464,19 @@ def with_flag(flag: str, value: str | None) -> list[str]:
         ([*BASE, "--memory", "lots"], "not a Kubernetes quantity"),
         ([*BASE, "--pvc", "results"], "must be CLAIM:PATH"),
         ([*BASE, "--", "--trainer.devices=4"], "--trainer.devices is set from"),
-        ([*BASE, "--", "--trainer.strategy", "fsdp"], "--trainer.strategy 'fsdp' cannot run in the pods: DDP is set"),
+        (
+            [*BASE, "--", "--trainer.strategy", "single_device"],
+            "--trainer.strategy 'single_device' cannot run in the pods: give ddp, pipeline",
+        ),
+        (
+            [*BASE, "--", "--trainer.strategy", "pipeline", "--model.init_args.num_stages", "2"],
+            "error: pipeline schedule GPipe runs one stage per process, but the model has 2 stages and the job runs 3 "
+            "process(es); change --nodes or --nproc-per-node, or the model's stages\n",
+        ),
+        (
+            [*BASE, "--", "--trainer.strategy", "pipeline", "--trainer.strategy.init_args.data_parallel=2"],
+            "error: pipeline data_parallel 2 does not divide the job's 3 processes (3 pod(s) x 1)\n",
+        ),
         (
             [*BASE, "--", "--trainer.strategy=layer_split"],
             "--trainer.strategy layer_split trains in one process on one machine's devices, but this job runs 3",

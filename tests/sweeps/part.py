@@ -1,6 +1,6 @@
 """What the project-wide tests need to know of the sweep part (tests/helpers/parts.py reads it)."""
 
-LAYERS = {"sweeps": {"errors", "resume", "strategies"}}
+LAYERS = {"sweeps": {"errors", "launch", "resume", "strategies"}}
 ENTRY_POINTS = ["sweep"]
 # sweep.py's own options (the rest are cli.py fit's): each typed one with a wrong type, each bounded one out of range.
 BAD_OPTIONS = {

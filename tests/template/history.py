@@ -5,9 +5,10 @@ import subprocess
 from tests.helpers import ROOT
 from tests.helpers.run_if import missing
 
-__all__ = ["BEFORE_THE_MOVE", "skip_without"]
+__all__ = ["BEFORE_THE_MOVE", "BEFORE_THE_SHORT_CLI", "skip_without"]
 
 BEFORE_THE_MOVE = "0ee2da9"  # the template before its machinery moved into trainrig/ (issue 26)
+BEFORE_THE_SHORT_CLI = "dee827d"  # the template before cli.py's machinery moved into trainrig/cli/ (issue 37)
 
 
 def skip_without(commit: str) -> None:

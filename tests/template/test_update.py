@@ -21,7 +21,7 @@ from cookiecutter.main import cookiecutter
 from templating.build import export
 from tests.helpers import ROOT
 from tests.helpers.examples import shrink_args
-from tests.template.history import BEFORE_THE_MOVE, skip_without
+from tests.template.history import BEFORE_THE_MOVE, BEFORE_THE_SHORT_CLI, skip_without
 
 # Measured 17 s in pytest (22 s wall) on 2 shared CPU cores; the limit stops a hung git or run.
 pytestmark = pytest.mark.timeout(300)
@@ -183,3 +183,53 @@ def test_the_new_script_follows_a_move_into_a_conflict_whatever_the_git_settings
     assert "from trainrig.resume.preemption import" in merged and "kept as `previous.ckpt` (mine)." in merged
     assert not (project / "resume").exists()
     assert result.stdout.splitlines()[:2] == setup.listed()
+
+
+@pytest.fixture
+def project_before_the_short_cli(module_setup, tmp_path) -> Path:
+    """A project generated when cli.py still held TemplateCLI and the checks, as the user committed it."""
+    skip_without(BEFORE_THE_SHORT_CLI)
+    clone = module_setup.clone
+    git("checkout", "-q", BEFORE_THE_SHORT_CLI, cwd=clone)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tempfile, "tempdir", str(tmp_path))
+            generated = cookiecutter(str(clone), no_input=True, extra_context=ANSWERS, output_dir=str(tmp_path / "out"))
+    finally:
+        git("checkout", "-q", "working-tree", cwd=clone)
+    project = Path(generated)
+    git("init", "-q", "-b", "main", cwd=project)
+    commit_all(project, "generated before cli.py became short")
+    return project
+
+
+def test_the_users_edits_to_the_old_cli_are_listed_with_where_each_goes_now(module_setup, project_before_the_short_cli):
+    """The old cli.py's machinery moved into trainrig/cli/: the old script's merge leaves the user's cli.py in
+    conflict, and the new one, run once more, names each edit and its new place."""
+    project = project_before_the_short_cli
+    cli = project / "cli.py"
+    edit(cli, "from datamodules import", "from callbacks.timer import Timer\nfrom datamodules import")
+    edit(cli, "DATA_TO_MODEL_LINKS = model_arguments()", 'DATA_TO_MODEL_LINKS = (*model_arguments(), "vocab_size")')
+    edit(cli, '"default_root_dir": "logs",', '"default_root_dir": "runs",')
+    edit(cli, "ParallelismRecord(),\n", "ParallelismRecord(),\n                    Timer(),\n")
+    commit_all(project, "my edits to cli.py")
+    yours = cli.read_text()
+    update = [sys.executable, ".template/update.py", "--template", str(module_setup.clone), "--to", module_setup.new]
+
+    result = run(update, project)  # the project's own script, from before the change
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "conflict with this project's edits in cli.py" in result.stderr
+
+    result = run(update, project)  # the new script it merged, run once more
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-5:] == [
+        f"HEAD:cli.py:{line_of(yours, 'import Timer')}: from callbacks.timer import Timer -> cli.py",
+        f"HEAD:cli.py:{line_of(yours, 'vocab_size')}: "
+        'DATA_TO_MODEL_LINKS = (*model_arguments(), "vocab_size") -> DATA_TO_MODEL_LINKS in cli.py',
+        f'HEAD:cli.py:{line_of(yours, "runs")}: "default_root_dir": "runs", -> TRAINER_DEFAULTS in cli.py',
+        f"HEAD:cli.py:{line_of(yours, 'Timer(),')}: Timer(), -> TRAINER_DEFAULTS in cli.py",
+        "4 edit(s) of your cli.py to make again: cli.py now holds only your choices and its machinery is in "
+        "trainrig/cli/; take the template's version (`git checkout --theirs cli.py`), then make each edit where shown",
+    ]
+    git("checkout", "--theirs", "cli.py", cwd=project)  # the way out it names
+    assert "TRAINER_DEFAULTS = {" in cli.read_text() and "class TemplateCLI" not in cli.read_text()

@@ -2,10 +2,11 @@
 
 One module per concern, on the client: `launch` (the attempts and restarts), `cluster` (connecting, choosing
 workers), `ranks` (watching and stopping the ranks), `failures` (one line per failed rank), `run_files` (the run
-directory on the client); on every worker: `worker` (what runs inside it); on both: `description` (the run as one
-frozen value, made once on the client: the one module that reads the parsed config's sections, and the only one the
-worker imports of the others). cli.py imports this package on every start for the `dask` options, so it stays
-light: Dask itself is imported only by those modules, when a run asks for it.
+directory on the client); on every worker: `worker` (the task that runs one rank), `rank_environment` (the rank's
+variables and cluster environment), `results_to_client` (metrics, checkpoints and the run directory sent back); on
+both: `description` (the run as one frozen value, made once on the client: the one module that reads the parsed
+config's sections, and the only one the worker imports of the others). cli.py imports this package on every start
+for the `dask` options, so it stays light: Dask itself is imported only by those modules, when a run asks for it.
 """
 
 from dataclasses import dataclass

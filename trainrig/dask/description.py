@@ -15,7 +15,6 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from importlib import import_module
 from pathlib import Path
 from types import MappingProxyType
 
@@ -24,10 +23,11 @@ from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
 
 from trainrig.dask import DaskOptions
 from trainrig.errors import UserInputError
-from trainrig.registry import logger_extension
+from trainrig.launch.strategy import Placement, placement
+from trainrig.registry import import_object, logger_extension
 from trainrig.resume.run_directory import RUN_FOLDERS, logger_class, next_version, run_folder
 from trainrig.resume.run_directory import output_root as client_output_root
-from trainrig.strategies.flag import with_launcher_timeout
+from trainrig.strategies.strategy_option import with_launcher_timeout
 
 log = logging.getLogger("trainrig.dask")
 
@@ -199,7 +199,7 @@ def with_checkpoints_in(trainer: Mapping, shared_dir: Path) -> dict:
     """A copy of `trainer` whose ModelCheckpoints write to `shared_dir`."""
     callbacks = [
         {**callback, "init_args": {**(callback.get("init_args") or {}), "dirpath": str(shared_dir)}}
-        if isinstance(callback, dict) and issubclass(import_class(callback["class_path"]), ModelCheckpoint)
+        if isinstance(callback, dict) and issubclass(import_object(callback["class_path"]), ModelCheckpoint)
         else callback
         for callback in as_list(trainer.get("callbacks"))
     ]
@@ -207,15 +207,15 @@ def with_checkpoints_in(trainer: Mapping, shared_dir: Path) -> dict:
 
 
 def rank_strategy(strategy) -> dict:
-    """The trainer.strategy entry every rank runs: the chosen DDP-style strategy, with the launcher's timeout unless
-    the strategy has its own."""
-    entry = with_launcher_timeout(strategy, DDPStrategy, RANK_TIMEOUT)
-    strategy_class = import_class(entry["class_path"])
-    if not issubclass(strategy_class, DDPStrategy | ModelParallelStrategy):
+    """The trainer.strategy entry every rank runs: the chosen strategy of a process per device (DDP for `auto`), with
+    the launcher's timeout unless the strategy has its own."""
+    if strategy != "auto" and placement(strategy) in (None, Placement.ONE_PROCESS):
         raise UserInputError(
             f"the Dask launcher runs one DDP process per worker; --trainer.strategy {strategy} is not "
             "DDP-based (use ddp, pipeline or fsdp2)"
         )
+    entry = with_launcher_timeout(strategy, DDPStrategy, RANK_TIMEOUT)
+    strategy_class = import_object(entry["class_path"])
     # Dask started the processes: a spawn or fork start method would make Lightning start more.
     entry["init_args"].pop("start_method", None)
     if "timeout" not in entry["init_args"]:
@@ -224,7 +224,7 @@ def rank_strategy(strategy) -> dict:
 
 
 def writes_sharded_checkpoints(entry: dict) -> bool:
-    return issubclass(import_class(entry["class_path"]), ModelParallelStrategy) and entry["init_args"].get(
+    return issubclass(import_object(entry["class_path"]), ModelParallelStrategy) and entry["init_args"].get(
         "sharded_checkpoint", True
     )
 
@@ -258,11 +258,6 @@ def job_reference(job: Callable) -> str:
     if module == "__main__":
         module = Path(sys.modules["__main__"].__file__).stem
     return f"{module}:{job.__qualname__}"
-
-
-def import_class(path: str) -> type:
-    module_name, _, class_name = path.rpartition(".")
-    return getattr(import_module(module_name), class_name)
 
 
 def as_list(value) -> list:

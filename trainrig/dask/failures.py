@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from distributed import Client
+from typing_extensions import override
 
 from trainrig.errors import UserInputError, find_user_error, lost_peer, one_line
 
@@ -34,6 +35,7 @@ class WorkerDeathLog(logging.Handler):
         super().__init__(logging.INFO)
         self.reasons: dict[int, str] = {}
 
+    @override
     def emit(self, record: logging.LogRecord) -> None:
         match = DEATH_MESSAGE.fullmatch(record.getMessage())
         if match:

@@ -1,6 +1,6 @@
 """The exit statuses of every runnable module of the project, and the one way a user's mistake ends a process.
 
-Launchers, cluster restart policies and the sweep driver decide from the status alone whether a restart helps:
+Launchers, cluster restart policies and the drivers of trials decide from the status alone whether a restart helps:
 
 - `DONE` (0): the job finished;
 - `BAD_INPUT` (2): the user's mistake, printed as one line (`error: ...`); a retry cannot help;

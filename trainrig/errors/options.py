@@ -8,16 +8,17 @@ dropping what the run had printed so far (trainrig/errors/held_output.py).
 
 import argparse
 import difflib
-import importlib
 import inspect
 import re
 from typing import NoReturn
 
 from jsonargparse import ArgumentParser
 from lightning.pytorch.cli import LightningArgumentParser
+from typing_extensions import override
 
 from trainrig.errors import UserInputError
 from trainrig.errors.moved import moved_class_path_error
+from trainrig.registry import import_object
 
 UNKNOWN_ARGUMENTS = re.compile(r"unrecognized arguments: (?P<given>.+)")
 UNKNOWN_CONFIG_KEY = re.compile(r"does not accept option '(?P<key>[^']+)'")
@@ -65,6 +66,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     """A standard-library parser (the cluster tools) whose bad flags are one line, exit status 2, like every other
     bad input."""
 
+    @override
     def error(self, message: str) -> NoReturn:
         raise UserInputError(f"{message} (see --help)")
 
@@ -163,9 +165,8 @@ def options_of(parser: ArgumentParser) -> list[str]:
 
 def arguments_of(class_path: str) -> list[str]:
     """The constructor arguments of a class given by its import path, along the classes it passes **kwargs to."""
-    module_name, _, class_name = class_path.rpartition(".")
     try:
-        cls = getattr(importlib.import_module(module_name), class_name)
+        cls = import_object(class_path)
     except (ImportError, AttributeError):
         return []
     names = []

@@ -4,17 +4,26 @@ Under `torchrun --nnodes MIN:MAX` the number of pods that train is known only af
 and can change at every restart. Lightning needs it (it checks devices x num_nodes against the world
 size and sizes the DistributedSampler with it), so this strategy takes it from torchrun's
 GROUP_WORLD_SIZE, the number of agents the rendezvous admitted.
+
+Registered as `ddp_elastic` by this part's plugin; an elastic PyTorchJob names it by its class path
+(pytorchjob_v1.py). It is the project's `ddp` (trainrig/strategies/compile.py), `compile` included.
 """
 
 import os
 
-from lightning.pytorch.strategies import DDPStrategy
+from typing_extensions import override
+
+from trainrig.strategies.compile import CompilingDDPStrategy
 
 __all__ = ["ElasticDDPStrategy"]
 
 
-class ElasticDDPStrategy(DDPStrategy):
+class ElasticDDPStrategy(CompilingDDPStrategy):
+    strategy_name = "ddp_elastic"
+    strategy_description = "DDP on as many machines as torchrun's elastic rendezvous admitted (--nnodes MIN:MAX)"
+
     @property
+    @override
     def num_nodes(self) -> int:
         return self._num_nodes
 

@@ -10,9 +10,10 @@
 settings the stock `torch-distributed` runtime lacks, the TrainingRuntime it runs on; `--kind PyTorchJob`
 (pytorchjob_v1.py) writes the v1 training operator's job. Lightning's world size is pods x processes per pod.
 
-The pods run DDP unless a strategy of trainrig/strategies follows `--` (`--trainer.strategy pipeline`, with its
-options): then the job's processes are that strategy's (a pipeline's stages span the pods). `layer_split` trains in
-one process on one machine's devices: it is refused, a cluster job runs several processes.
+The pods run DDP unless another strategy follows `--` (`--trainer.strategy pipeline`, with its options): then the
+job's processes are that strategy's (a pipeline's stages span the pods, and must fit them). `layer_split` trains in
+one process on one machine's devices: it is refused, a cluster job runs several processes. What a job runs is
+decided as for every launcher (trainrig/launch/).
 """
 
 import shlex
@@ -20,7 +21,7 @@ import sys
 
 import yaml
 
-from trainrig.errors import UserInputError
+from trainrig.errors.exit_status import entry_point
 from trainrig.kubernetes import pytorchjob_v1, trainjob
 from trainrig.kubernetes.request import JobRequest, parse_request, resume_warning
 from trainrig.kubernetes.runai import runai_command
@@ -41,13 +42,9 @@ def summary(request: JobRequest) -> str:
     return f"{shape}# Run:ai (runai training pytorch submit):\n{runai_command(request)}\n"
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
-    try:
-        request, output = parse_request(sys.argv[1:] if argv is None else argv)
-    except UserInputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-
+    request, output = parse_request(sys.argv[1:] if argv is None else argv)
     documents = yaml.safe_dump_all(manifests(request), sort_keys=False, default_flow_style=None, width=1_000_000)
     warning = resume_warning(request)
     if warning:

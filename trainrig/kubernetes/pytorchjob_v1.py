@@ -11,19 +11,13 @@ that wait for a lost peer give up in time. With `--elastic MIN:MAX`, torchrun's 
 themselves.
 """
 
-from trainrig.kubernetes.request import (
-    IMAGE_WORKDIR,
-    RESUME,
-    JobRequest,
-    fit_command,
-    pod_resources,
-    pod_volumes,
-    queue_labels,
-)
+from trainrig.kubernetes.request import IMAGE_WORKDIR, JobRequest, fit_command, pod_resources, pod_volumes, queue_labels
+from trainrig.launch.arguments import RESUME
+from trainrig.launch.strategy import JobStrategy, Placement
 
 CONTAINER_NAME = "pytorch"  # the operator only wires up the container with this name
 KUBEFLOW_ENVIRONMENT = "lightning.fabric.plugins.environments.KubeflowEnvironment"
-ELASTIC_DDP_STRATEGY = "trainrig.kubernetes.elastic.ElasticDDPStrategy"
+ELASTIC_DDP = JobStrategy("trainrig.kubernetes.elastic.ElasticDDPStrategy", Placement.PROCESS_PER_DEVICE)
 
 
 def training_command(request: JobRequest) -> list[str]:
@@ -44,14 +38,14 @@ def training_command(request: JobRequest) -> list[str]:
             "--max_restarts",
             str(request.max_restarts),
         ]
-        return [*launcher, *fit_command(request, ELASTIC_DDP_STRATEGY), *request.overrides, *RESUME]
-    fit = [*fit_command(request), "--trainer.num_nodes", str(request.pods)]
+        return [*launcher, *fit_command(request, strategy=ELASTIC_DDP), *request.overrides, *RESUME]
     if request.nproc_per_node == 1:
-        return ["python", *fit, "--trainer.plugins", KUBEFLOW_ENVIRONMENT, *request.overrides, *RESUME]
+        fit = fit_command(request, num_nodes=request.pods, plugins=KUBEFLOW_ENVIRONMENT)
+        return ["python", *fit, *request.overrides, *RESUME]
     # Node rank and master address come from the operator's PET_NODE_RANK / PET_MASTER_ADDR / PET_MASTER_PORT;
     # the sizes are explicit so the command is right also where nprocPerNode is not set (Run:ai).
     launcher = ["torchrun", "--nnodes", str(request.pods), "--nproc_per_node", str(request.nproc_per_node)]
-    return [*launcher, *fit, *request.overrides, *RESUME]
+    return [*launcher, *fit_command(request, num_nodes=request.pods), *request.overrides, *RESUME]
 
 
 def replica_spec(request: JobRequest, replicas: int) -> dict:

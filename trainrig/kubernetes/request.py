@@ -6,7 +6,6 @@ trainjob.py and pytorchjob_v1.py turn it into their manifests, runai.py into Run
 """
 
 import argparse
-import datetime
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,23 +14,21 @@ import yaml
 
 from trainrig.errors import UserInputError
 from trainrig.errors.options import OneLineArgumentParser
-from trainrig.strategies.flag import STRATEGY_FLAG, TIMEOUT_FLAG, flag_values, parse_timeout, strategy_class
+from trainrig.launch.arguments import Launcher, job_arguments, split_at_separator
+from trainrig.launch.strategy import JobStrategy, Placement
+from trainrig.launch.trainer_flags import trainer_flags
+from trainrig.strategies.strategy_option import STRATEGY_FLAG
 
 KINDS = ("TrainJob", "PyTorchJob")
 IMAGE_WORKDIR = "/workspace"  # the Dockerfile's WORKDIR: relative paths in the command resolve against it
-DDP_STRATEGY = "lightning.pytorch.strategies.DDPStrategy"
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
-# How long a collective or the start-up rendezvous waits for a lost or late pod unless the overrides set
-# --trainer.strategy.init_args.timeout: minutes, not torch's 30, so the pods waiting for a lost peer give up in time.
-POD_TIMEOUT = datetime.timedelta(minutes=5)
-# Trainer settings the manifest derives from the pod shape; an override would break world size = pods x processes.
-DERIVED_TRAINER_FLAGS = (
-    "--trainer.accelerator",
-    "--trainer.devices",
-    "--trainer.num_nodes",
-    "--trainer.plugins",
+KUBERNETES = Launcher(
+    runs_in="in the pods",
+    node="pod",
+    sized_by="--nodes, --gpus-per-pod, --nproc-per-node and --accelerator",
+    resized_by="--nodes or --nproc-per-node",
+    resumes="so that a restarted pod continues the run",
 )
-RESUME = ("--ckpt_path", "last")
 LOGS_DIR_FLAG = "--trainer.logger.init_args.save_dir"
 ELASTIC_RANGE = re.compile(r"(\d+):(\d+)")
 DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -60,7 +57,7 @@ class JobRequest:
     max_restarts: int
     volume_claims: tuple[tuple[str, str], ...]  # (PersistentVolumeClaim name, mount path in every pod)
     overrides: tuple[str, ...]  # without the strategy, which `strategy` holds
-    strategy: str | None = None  # `--trainer.strategy` as given after `--` (pipeline, fsdp2...); None: DDP
+    strategy: JobStrategy = JobStrategy()  # as given after `--` (pipeline, fsdp2...); DDP by default
     queue: str | None = None  # Kueue LocalQueue the job is admitted through
 
     @property
@@ -148,9 +145,8 @@ def option_parser() -> argparse.ArgumentParser:
 
 def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     """The job asked for on the command line, checked so that a manifest that is written can run."""
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = option_parser().parse_args(argv[:split])
-    overrides = tuple(argv[split + 1 :])
+    own, overrides = split_at_separator(argv)
+    args = option_parser().parse_args(own)
     trainjob = args.kind == "TrainJob"
 
     if not DNS_LABEL.fullmatch(args.name):
@@ -228,20 +224,7 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
             f"holds the project at {IMAGE_WORKDIR})"
         )
     volume_claims = tuple(_volume_claim(value) for value in args.pvc)
-    strategy, overrides = _strategy_override(overrides)
-    for timeout in flag_values(list(overrides), TIMEOUT_FLAG)[0]:
-        parse_timeout(timeout)
-    for override in overrides:
-        flag = override.split("=", 1)[0].rstrip("+")
-        if flag in DERIVED_TRAINER_FLAGS:
-            raise UserInputError(
-                f"{flag} is set from --nodes, --gpus-per-pod, --nproc-per-node and --accelerator; do not "
-                "override it after `--`"
-            )
-        if flag == RESUME[0]:
-            raise UserInputError(
-                f"{flag} is set to `last` so that a restarted pod continues the run; do not override it after `--`"
-            )
+    strategy, overrides = job_arguments(overrides, KUBERNETES)
     restart_policy = args.restart_policy or ("OnFailure" if elastic else "ExitCode")
     if trainjob and restart_policy == "Always":
         raise UserInputError(
@@ -269,8 +252,11 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     max_restarts = 3 if args.max_restarts is None else args.max_restarts
     if max_restarts < 0:
         raise UserInputError(f"--max-restarts must be 0 or more, got {max_restarts}")
-    if strategy is not None:
-        _check_strategy_fits(strategy, pods * nproc_per_node, elastic)
+    _check_strategy_fits(strategy, pods * nproc_per_node, elastic)
+    if strategy.placement is Placement.PIPELINE:
+        from trainrig.launch.pipeline_fit import check_pipeline_fits  # the pipeline's own files, as the strategy is
+
+        check_pipeline_fits(overrides, config.as_posix(), pods, nproc_per_node, KUBERNETES)
 
     request = JobRequest(
         kind=args.kind,
@@ -295,45 +281,18 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     return request, args.output
 
 
-def _strategy_override(overrides: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
-    """`--trainer.strategy NAME` taken out of the overrides (the manifest places it), when it names a strategy of
-    `trainrig/strategies/`; DDP, the default, and any other strategy are refused, as the pod shape sets them."""
-    strategies, rest = flag_values(list(overrides), STRATEGY_FLAG)
-    for value in strategies:
-        if _project_strategy(value) is None:
-            raise UserInputError(
-                f"{STRATEGY_FLAG} {value!r} cannot run in the pods: DDP is set from --nodes, --gpus-per-pod, "
-                "--nproc-per-node and --accelerator, and only a strategy of trainrig/strategies (pipeline, ...) "
-                "replaces it"
-            )
-    return (strategies[-1] if strategies else None), tuple(rest)
-
-
-def _project_strategy(value: str) -> type | None:
-    """The class `--trainer.strategy value` selects when it is one of the project's own (trainrig/strategies/: the
-    pipeline, the sharded ones), else None: Lightning's DDP and single-device strategies count as Lightning's also
-    where the project registers them again with a `compile` option. Imported only when asked: the generator otherwise
-    needs no torch."""
-    from trainrig.strategies.compile import DDPStrategy, SingleDeviceStrategy
-
-    selected = strategy_class(value)
-    if selected is None or selected in (DDPStrategy, SingleDeviceStrategy):
-        return None
-    return selected if selected.__module__.startswith("trainrig.strategies.") else None
-
-
-def _check_strategy_fits(strategy: str, processes: int, elastic: tuple[int, int] | None) -> None:
-    from lightning.pytorch.strategies import SingleDeviceStrategy
-
-    if issubclass(_project_strategy(strategy), SingleDeviceStrategy):
+def _check_strategy_fits(strategy: JobStrategy, processes: int, elastic: tuple[int, int] | None) -> None:
+    """Every pod runs its processes: a strategy of one process cannot; only DDP, the default, is elastic."""
+    if strategy.placement is Placement.ONE_PROCESS:
         raise UserInputError(
-            f"{STRATEGY_FLAG} {strategy} trains in one process on one machine's devices, but this job runs "
+            f"{STRATEGY_FLAG} {strategy.name} trains in one process on one machine's devices, but this job runs "
             f"{processes} process(es) on {'elastic ' if elastic else ''}pods; use pipeline to spread the stages over "
             "the pods"
         )
-    if elastic:
+    if elastic and strategy.name is not None:
         raise UserInputError(
-            f"{STRATEGY_FLAG} {strategy} needs a fixed number of processes; use --workers or --nodes, not --elastic"
+            f"{STRATEGY_FLAG} {strategy.name} needs a fixed number of processes; use --workers or --nodes, not "
+            "--elastic"
         )
 
 
@@ -354,23 +313,16 @@ def _volume_claim(value: str) -> tuple[str, str]:
     return claim, path
 
 
-def fit_command(request: JobRequest, strategy: str | None = None) -> list[str]:
-    """`cli.py fit` with the strategy (`strategy`, else the one asked for, else DDP) and devices of the pod shape; the
-    launcher before it and the node count are each kind's."""
-    return [
-        "cli.py",
-        "fit",
-        "--config",
-        request.config,
-        STRATEGY_FLAG,
-        strategy or request.strategy or DDP_STRATEGY,
-        TIMEOUT_FLAG,
-        str(POD_TIMEOUT),  # an override after `--` comes later and wins
-        "--trainer.accelerator",
-        request.accelerator,
-        "--trainer.devices",
-        str(request.nproc_per_node),
-    ]
+def fit_command(
+    request: JobRequest,
+    num_nodes: int | None = None,
+    plugins: str | None = None,
+    strategy: JobStrategy | None = None,
+) -> list[str]:
+    """`cli.py fit` with the strategy (`strategy`, else the one asked for, else DDP) and devices of the pod shape, and
+    the node count and cluster environment where the kind gives them; the launcher before it is each kind's."""
+    flags = trainer_flags(strategy or request.strategy, request.accelerator, request.nproc_per_node, num_nodes, plugins)
+    return ["cli.py", "fit", "--config", request.config, *flags]
 
 
 def logs_dir(request: JobRequest) -> str:

@@ -14,15 +14,8 @@ default) a pod that exits 1-127 (a bug, bad input) fails the Job through its pod
 the JobSet without a restart, as the v1 operator's `restartPolicy: ExitCode` does.
 """
 
-from trainrig.kubernetes.request import (
-    IMAGE_WORKDIR,
-    RESUME,
-    JobRequest,
-    fit_command,
-    pod_resources,
-    pod_volumes,
-    queue_labels,
-)
+from trainrig.kubernetes.request import IMAGE_WORKDIR, JobRequest, fit_command, pod_resources, pod_volumes, queue_labels
+from trainrig.launch.arguments import RESUME
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 STOCK_RUNTIME = "torch-distributed"  # the ClusterTrainingRuntime Trainer v2 installs for torchrun
@@ -35,7 +28,7 @@ PERMANENT_FAILURE = "PodFailurePolicy"  # the reason of a Job that podFailurePol
 def training_command(request: JobRequest) -> list[str]:
     """torchrun, sized and ranked by the trainer's PET_* variables, then cli.py fit for the whole job, resuming the
     run's last checkpoint."""
-    return ["torchrun", *fit_command(request), "--trainer.num_nodes", str(request.pods), *request.overrides, *RESUME]
+    return ["torchrun", *fit_command(request, num_nodes=request.pods), *request.overrides, *RESUME]
 
 
 def needs_own_runtime(request: JobRequest) -> bool:

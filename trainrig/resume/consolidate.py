@@ -5,13 +5,15 @@ The file loads like any single-file checkpoint: into any strategy, `cli.py predi
 """
 
 import argparse
-import sys
 from pathlib import Path
 
+from trainrig.errors import UserInputError
+from trainrig.errors.exit_status import entry_point
 from trainrig.resume.atomic_io import write_checkpoint_atomically
 from trainrig.resume.sharded import METADATA_NAME, consolidated, is_sharded_checkpoint
 
 
+@entry_point
 def main(args: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m trainrig.resume.consolidate",
@@ -23,11 +25,9 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("file", type=Path, help="the single-file checkpoint to write, e.g. model.ckpt")
     options = parser.parse_args(args)
     if not is_sharded_checkpoint(options.directory):
-        print(f"error: {options.directory} is not a sharded checkpoint directory (no {METADATA_NAME})", file=sys.stderr)
-        sys.exit(2)
+        raise UserInputError(f"{options.directory} is not a sharded checkpoint directory (no {METADATA_NAME})")
     if options.file.exists():
-        print(f"error: {options.file} exists; name a new file", file=sys.stderr)
-        sys.exit(2)
+        raise UserInputError(f"{options.file} exists; name a new file")
     write_checkpoint_atomically(options.file, consolidated(options.directory))
     print(f"wrote {options.file}")
 

@@ -17,6 +17,7 @@ import torch
 from lightning.pytorch import LightningDataModule
 from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from typing_extensions import override
 
 __all__ = ["ResumableDataLoader", "ResumableSampler", "SeededSamples", "resumable_loader"]
 
@@ -46,6 +47,7 @@ class ResumableSampler(DistributedSampler):
         self.seed_each_sample = seed_each_sample
         self.start = 0
 
+    @override
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
             self.start = 0

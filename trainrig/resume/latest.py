@@ -10,12 +10,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from trainrig.errors import UserInputError, one_line
 from trainrig.resume.checkpoint import LAST_NAME, PREVIOUS_NAME
 from trainrig.resume.csv_logger import drop_rows_from_step
+from trainrig.resume.readable import read_checkpoint_file
 from trainrig.resume.run_directory import (
     METRICS_FILE,
     RUN_FOLDERS,
@@ -82,7 +82,7 @@ def loadable(path: Path) -> tuple[dict | None, str]:
         if path.is_dir():  # sharded: the tensors stay unread; the shards' index says they were all written
             checkpoint = {"state_dict": None, **read_metadata(path)}
         else:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+            checkpoint = read_checkpoint_file(path)
     except Exception as error:  # noqa: BLE001 - any failure to read it makes it unusable, whatever the cause
         return None, one_line(error)
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "loops" not in checkpoint:
@@ -221,7 +221,7 @@ def check_fits(model, ckpt_path) -> None:
     if is_sharded_checkpoint(ckpt_path):
         saved = saved_shapes(Path(ckpt_path))
     elif Path(ckpt_path).is_file():
-        saved = torch.load(ckpt_path, map_location="cpu", weights_only=False, mmap=True).get("state_dict", {})
+        saved = read_checkpoint_file(ckpt_path).get("state_dict", {})
     else:
         return
     for name, tensor in model.state_dict().items():

@@ -6,8 +6,8 @@ import threading
 
 from lightning.pytorch.strategies import Strategy
 
-# 128 + SIGTERM: what a process killed by SIGTERM reports, and what a restart policy on exit codes retries.
-PREEMPTED_EXIT_CODE = 128 + signal.SIGTERM
+from trainrig.errors import exit_status
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 _received: signal.Signals | None = None
@@ -17,7 +17,7 @@ class Preempted(SystemExit):
     """Raised on every rank once the checkpoint is written: the process ends with status 143, resumable."""
 
     def __init__(self) -> None:
-        super().__init__(PREEMPTED_EXIT_CODE)
+        super().__init__(exit_status.STOPPED)
 
 
 def request_stop(signum: int = signal.SIGTERM, frame=None) -> None:

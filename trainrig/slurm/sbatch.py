@@ -24,30 +24,31 @@ any other multi-process strategy of trainrig/strategies (e.g. `fsdp2`) runs like
 """
 
 import argparse
-import datetime
 import re
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from trainrig.errors import UserInputError
+from trainrig.errors.exit_status import entry_point
 from trainrig.errors.options import OneLineArgumentParser
-from trainrig.strategies.flag import STRATEGY_FLAG, TIMEOUT_FLAG, flag_values, parse_timeout, strategy_class
+from trainrig.launch.arguments import RESUME, Launcher, job_arguments, split_at_separator
+from trainrig.launch.strategy import JobStrategy, Placement
+from trainrig.launch.trainer_flags import trainer_flags
+from trainrig.strategies.strategy_option import STRATEGY_FLAG
 
-DDP_STRATEGY = "lightning.pytorch.strategies.DDPStrategy"
+SLURM = Launcher(
+    runs_in="under srun",
+    node="node",
+    sized_by="--nodes and --gpus-per-node",
+    resized_by="--nodes or --gpus-per-node",
+    resumes="when SLURM requeues the job, so that it continues its run",
+)
 # Lightning's SLURM environment without its SIGUSR1 handler: this script, not the tasks, handles the time limit.
 SLURM_ENVIRONMENT = (
     '{"class_path": "lightning.fabric.plugins.environments.SLURMEnvironment", "init_args": {"auto_requeue": false}}'
 )
-RESUME = ("--ckpt_path", "last")
-# How long a collective waits for a lost node unless the overrides say otherwise: minutes, not torch's 30, so that the
-# surviving tasks give up in time and the job can be requeued.
-NODE_TIMEOUT = datetime.timedelta(minutes=5)
-# Trainer settings derived from the job's shape; an override would break world size = nodes x processes per node.
-DERIVED_TRAINER_FLAGS = ("--trainer.accelerator", "--trainer.devices", "--trainer.num_nodes", "--trainer.plugins")
 # sbatch's --time formats: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]].
 TIME_FORMATS = (
     re.compile(r"(?P<minutes>\d+)"),
@@ -75,8 +76,7 @@ class BatchRequest:
     cpus_per_task: int | None
     log: str
     overrides: tuple[str, ...]  # without the strategy, which `strategy` holds
-    strategy: str | None  # `--trainer.strategy` as given after `--`; None: DDP
-    single_process: bool  # the strategy trains in one process with all of a node's devices (layer_split)
+    strategy: JobStrategy
 
     @property
     def processes(self) -> int:
@@ -128,9 +128,8 @@ def option_parser() -> argparse.ArgumentParser:
 def parse_request(argv: list[str], config_anywhere: bool = False) -> tuple[BatchRequest, Path | None]:
     """The job asked for on the command line, checked so that a script that is written can run. `config_anywhere`:
     the config may be any existing file (a sweep's resolved `base.yaml`), not only one relative to the project root."""
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = option_parser().parse_args(argv[:split])
-    overrides = tuple(argv[split + 1 :])
+    own, overrides = split_at_separator(argv)
+    args = option_parser().parse_args(own)
 
     if args.nodes < 1:
         raise UserInputError(f"--nodes must be at least 1, got {args.nodes}")
@@ -159,25 +158,18 @@ def parse_request(argv: list[str], config_anywhere: bool = False) -> tuple[Batch
             )
     if args.signal_lead < 1:
         raise UserInputError(f"--signal-lead must be at least 1 second, got {args.signal_lead}")
-    strategy, overrides = _strategy_override(overrides)
-    for timeout in flag_values(list(overrides), TIMEOUT_FLAG)[0]:
-        parse_timeout(timeout)
-    for override in overrides:
-        flag = override.split("=", 1)[0].rstrip("+")
-        if flag in DERIVED_TRAINER_FLAGS:
-            raise UserInputError(f"{flag} is set from --nodes and --gpus-per-node; do not override it after `--`")
-        if flag == RESUME[0]:
-            raise UserInputError(
-                f"{flag} is set to `last` when SLURM requeues the job, so that it continues its run; do not "
-                "override it after `--`"
-            )
-    single_process = strategy is not None and _trains_in_one_process(strategy)
+    strategy, overrides = job_arguments(overrides, SLURM)
+    single_process = strategy.placement is Placement.ONE_PROCESS
     tasks_per_node = 1 if single_process else max(args.gpus_per_node, 1)
     if single_process and args.nodes != 1:
         raise UserInputError(
-            f"{STRATEGY_FLAG} {strategy} trains in one process on one node's devices, but --nodes is {args.nodes}; "
-            "use --nodes 1, or pipeline to spread the stages over nodes"
+            f"{STRATEGY_FLAG} {strategy.name} trains in one process on one node's devices, but --nodes is "
+            f"{args.nodes}; use --nodes 1, or pipeline to spread the stages over nodes"
         )
+    if strategy.placement is Placement.PIPELINE:
+        from trainrig.launch.pipeline_fit import check_pipeline_fits  # the pipeline's own files, as the strategy is
+
+        check_pipeline_fits(overrides, config.as_posix(), args.nodes, tasks_per_node, SLURM)
     request = BatchRequest(
         name=name,
         nodes=args.nodes,
@@ -192,10 +184,7 @@ def parse_request(argv: list[str], config_anywhere: bool = False) -> tuple[Batch
         log=args.log,
         overrides=overrides,
         strategy=strategy,
-        single_process=single_process,
     )
-    if strategy is not None and strategy_class(strategy).__name__ == "PipelineStrategy":
-        _check_pipeline_split(request)
     return request, args.output
 
 
@@ -218,91 +207,17 @@ def time_limit_seconds(value: str) -> int:
     )
 
 
-def _strategy_override(overrides: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
-    """`--trainer.strategy NAME` taken out of the overrides (the script places it); refused when it names no
-    strategy that runs under srun."""
-    strategies, rest = flag_values(list(overrides), STRATEGY_FLAG)
-    for value in strategies:
-        if _parallel_strategy(value) is None:
-            raise UserInputError(
-                f"{STRATEGY_FLAG} {value!r} cannot run under srun: give ddp, pipeline, layer_split or another "
-                "strategy of trainrig/strategies"
-            )
-    chosen = strategies[-1] if strategies else None
-    if chosen is not None and strategy_class(chosen).__name__ == "DDPStrategy":
-        chosen = None  # the default
-    return chosen, tuple(rest)
-
-
-def _parallel_strategy(value: str) -> type | None:
-    """The class `--trainer.strategy value` selects when srun can run it: Lightning's DDP, or a strategy of its own
-    derived from Lightning's parallel or single-device strategy; else None. Imported only when asked."""
-    from lightning.pytorch.strategies import ParallelStrategy, SingleDeviceStrategy
-
-    selected = strategy_class(value)
-    if selected is None or selected is SingleDeviceStrategy:
-        return None
-    return selected if issubclass(selected, (ParallelStrategy, SingleDeviceStrategy)) else None
-
-
-def _trains_in_one_process(strategy: str) -> bool:
-    from lightning.pytorch.strategies import SingleDeviceStrategy
-
-    return issubclass(_parallel_strategy(strategy), SingleDeviceStrategy)
-
-
-def _check_pipeline_split(request: BatchRequest) -> None:
-    """The model's stages must fit the schedule on the job's processes; checked here, not after the queue wait."""
-    from trainrig.strategies.pipeline import schedule_class, stage_count_problem
-
-    def last_value(flag: str) -> str | None:
-        values = flag_values(list(request.overrides), flag)[0]
-        return values[-1] if values else None
-
-    schedule = schedule_class(last_value(f"{STRATEGY_FLAG}.init_args.schedule") or "GPipe")
-    data_parallel = int(last_value(f"{STRATEGY_FLAG}.init_args.data_parallel") or 1)
-    if data_parallel < 1 or request.processes % data_parallel:
-        raise UserInputError(
-            f"pipeline data_parallel {data_parallel} does not divide the job's {request.processes} processes "
-            f"({request.nodes} node(s) x {request.tasks_per_node})"
-        )
-    stages = last_value("--model.init_args.num_stages")
-    if stages is None:
-        model = (yaml.safe_load(Path(request.config).read_text()) or {}).get("model") or {}
-        stages = (model.get("init_args") or {}).get("num_stages") if isinstance(model, dict) else None
-    if stages is None:
-        return  # the model decides its stages itself; the strategy checks them when the job starts
-    problem = stage_count_problem(schedule, int(stages), request.processes // data_parallel)
-    if problem:
-        what_fails = problem.split(";", 1)[0].replace("the trainer starts", "the job runs")
-        raise UserInputError(f"{what_fails}; change --nodes or --gpus-per-node, or the model's stages")
-
-
 def training_command(request: BatchRequest) -> list[str]:
     """What every srun task runs: cli.py fit sized to the whole job, with the strategy asked for."""
     return ["python", "cli.py", "fit", "--config", request.config, *launcher_arguments(request), *request.overrides]
 
 
 def launcher_arguments(request: BatchRequest) -> list[str]:
-    """The `cli.py fit` options that size the run to the job and choose its strategy; they follow the config."""
+    """The `cli.py fit` options that size the run to the job and choose its strategy; they follow the config. The
+    devices are a node's: one GPU per task, all of them in the one task of a one-process strategy, or the CPU."""
     accelerator = "gpu" if request.gpus_per_node else "cpu"
-    if request.single_process:
-        devices = str(request.gpus_per_node or 1)
-        return [STRATEGY_FLAG, request.strategy, "--trainer.accelerator", accelerator, "--trainer.devices", devices]
-    return [
-        STRATEGY_FLAG,
-        request.strategy or DDP_STRATEGY,
-        TIMEOUT_FLAG,
-        str(NODE_TIMEOUT),  # an override after `--` comes later and wins
-        "--trainer.accelerator",
-        accelerator,
-        "--trainer.devices",
-        str(request.tasks_per_node),
-        "--trainer.num_nodes",
-        str(request.nodes),
-        "--trainer.plugins",
-        SLURM_ENVIRONMENT,
-    ]
+    devices = max(request.gpus_per_node, 1)
+    return trainer_flags(request.strategy, accelerator, devices, request.nodes, SLURM_ENVIRONMENT)
 
 
 def batch_script(request: BatchRequest, generated_by: str) -> str:
@@ -364,13 +279,10 @@ def batch_script(request: BatchRequest, generated_by: str) -> str:
     return "\n".join(lines)
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        request, output = parse_request(argv)
-    except UserInputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    request, output = parse_request(argv)
     script = batch_script(request, shlex.join(["python", "-m", "trainrig.slurm.sbatch", *argv]))
     summary = (
         f"# {request.name}: {request.nodes} node(s) x {request.tasks_per_node} process(es) = world size "

@@ -1,9 +1,10 @@
 """`--trainer.strategy.init_args.compile true`: `torch.compile` under every strategy, at the point each one needs.
 
 The option has one name on every strategy: `fsdp2`, `pipeline` and `layer_split` take it, and so do `ddp` (every
-`ddp*` name) and `single_device`, whose Lightning classes do not: the subclasses here, of the same class names,
-take over those registry names with the same presets. A run without a strategy flag (`auto`) is Lightning's own
-single-device strategy: add `--trainer.strategy single_device` to compile on one device.
+`ddp*` name) and `single_device`, whose Lightning classes do not: the subclasses here (`CompilingDDPStrategy`,
+`CompilingSingleDeviceStrategy`) take over those registry names with the same presets, and a run's record still
+names the Lightning class each stands in for (trainrig/strategies/record.py). A run without a strategy flag (`auto`)
+is Lightning's own single-device strategy: add `--trainer.strategy single_device` to compile on one device.
 
 What compiles is always the forward of the model's own blocks, each in place, never the LightningModule's
 steps: a step logs and updates metrics, which break graphs, and under DDP Lightning runs the step inside the DDP
@@ -24,8 +25,7 @@ the strategies put around the model stay what Lightning expects. Where each stra
 """
 
 import torch
-from lightning.pytorch.strategies import DDPStrategy as LightningDDPStrategy
-from lightning.pytorch.strategies import SingleDeviceStrategy as LightningSingleDeviceStrategy
+from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
 from typing_extensions import override
@@ -33,7 +33,14 @@ from typing_extensions import override
 from trainrig.errors import UserInputError
 from trainrig.strategies.sharding import ShardedModel, model_sharding_units
 
-__all__ = ["REPLACED", "DDPStrategy", "SingleDeviceStrategy", "apply_compile", "compile_units", "report_compiled"]
+__all__ = [
+    "REPLACED",
+    "CompilingDDPStrategy",
+    "CompilingSingleDeviceStrategy",
+    "apply_compile",
+    "compile_units",
+    "report_compiled",
+]
 
 
 def apply_compile(modules: list[nn.Module]) -> list[nn.Module]:
@@ -64,7 +71,7 @@ def report_compiled(strategy_name: str, modules: list[nn.Module]) -> None:
     rank_zero_info(f"{strategy_name}: compiled {len(modules)} module(s) with torch.compile")
 
 
-class DDPStrategy(LightningDDPStrategy):
+class CompilingDDPStrategy(DDPStrategy):
     """Lightning's DDP with `compile`: each sharding unit compiled in place after the DDP wrapper is in place."""
 
     def __init__(self, compile: bool = False, **kwargs):
@@ -95,7 +102,7 @@ class DDPStrategy(LightningDDPStrategy):
             report_compiled("ddp", self._compiled)
 
 
-class SingleDeviceStrategy(LightningSingleDeviceStrategy):
+class CompilingSingleDeviceStrategy(SingleDeviceStrategy):
     """Lightning's single-device strategy with `compile`, on the trainer's device unless `device` names one."""
 
     def __init__(self, device: str | None = None, compile: bool = False, **kwargs):
@@ -139,4 +146,4 @@ class SingleDeviceStrategy(LightningSingleDeviceStrategy):
 
 
 # Lightning's classes and the subclasses that take over every registry name of theirs (trainrig/strategies/__init__).
-REPLACED = {LightningDDPStrategy: DDPStrategy, LightningSingleDeviceStrategy: SingleDeviceStrategy}
+REPLACED = {DDPStrategy: CompilingDDPStrategy, SingleDeviceStrategy: CompilingSingleDeviceStrategy}

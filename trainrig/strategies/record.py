@@ -10,22 +10,27 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
+from trainrig.strategies.compile import REPLACED
+
 __all__ = ["CHECKPOINT_KEY", "ParallelismRecord", "parallelism_of"]
 
 CHECKPOINT_KEY = "parallelism"
+# compile.py's subclasses, by the Lightning class whose registry names each takes over.
+STANDS_IN_FOR = {subclass: lightning_class for lightning_class, subclass in REPLACED.items()}
 
 
 def parallelism_of(trainer: Trainer) -> dict[str, Any]:
-    """The strategy's class, the processes and machines, the environment that set the processes up (it names the
-    launcher: LightningEnvironment for Lightning's own, TorchElasticEnvironment for torchrun, each launcher's own),
-    whether the model was compiled (`compile`, trainrig/strategies/compile.py; false for a strategy without the
+    """The strategy's class (for a subclass of compile.py, the Lightning class it stands in for: a run under `ddp`
+    records DDPStrategy, compiled or not), the processes and machines, the environment that set the processes up (it
+    names the launcher: LightningEnvironment for Lightning's own, TorchElasticEnvironment for torchrun, each launcher's
+    own), whether the model was compiled (`compile`, trainrig/strategies/compile.py; false for a strategy without the
     option), and what the strategy itself reports of its layout (`layout()`, e.g. a pipeline's schedule and
     stages)."""
     strategy = trainer.strategy
     environment = getattr(strategy, "cluster_environment", None)
     layout = strategy.layout() if callable(getattr(strategy, "layout", None)) else {}
     return {
-        "strategy": type(strategy).__name__,
+        "strategy": STANDS_IN_FOR.get(type(strategy), type(strategy)).__name__,
         "processes": trainer.world_size,
         "nodes": trainer.num_nodes,
         "environment": type(environment).__name__ if environment is not None else None,

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 from torch import nn
+from typing_extensions import override
 
 from trainrig.errors import UserInputError
 
@@ -58,12 +59,14 @@ class StageElsewhere(nn.Module):
         super().__init__()
         self.index, self.location = index, location
 
+    @override
     def forward(self, *args, **kwargs):
         raise RuntimeError(
             f"stage {self.index} lives in {self.location}; the strategy runs the stages, so the model's own "
             "forward cannot"
         )
 
+    @override
     def extra_repr(self) -> str:
         return f"stage={self.index}, location={self.location!r}"
 

@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 from distributed import Client, Queue, Variable, get_client
+from typing_extensions import override
 
 from trainrig.errors import UserInputError
-from trainrig.sweeps.channel import CONTINUE, PRUNE, LocalPlacement
+from trainrig.sweeps.channel import CONTINUE, PRUNE
+from trainrig.sweeps.local_trials import LocalPlacement
 
 CONNECT_TIMEOUT_S = 30
 __all__ = ["DaskDriverSide", "WorkerGroups", "placement", "report_and_wait"]
@@ -43,12 +45,15 @@ class WorkerGroups(LocalPlacement):
             )
         self.free = [names[start : start + ranks_per_trial] for start in range(0, needed, ranks_per_trial)]
 
+    @override
     def take(self) -> list[str]:
         return ["--dask.workers", json.dumps(self.free.pop(0))]
 
+    @override
     def give_back(self, arguments: list[str]) -> None:
         self.free.append(json.loads(arguments[-1]))
 
+    @override
     def channel(self, name: str, directory: Path) -> "DaskDriverSide":
         return DaskDriverSide(self.client, name)
 

@@ -17,19 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
+from typing_extensions import override
 
-from trainrig.errors import UserInputError
+from trainrig.errors import UserInputError, exit_status
 from trainrig.sweeps import trials
-from trainrig.sweeps.channel import DriverSide, LocalPlacement
+from trainrig.sweeps.channel import DriverSide
+from trainrig.sweeps.local_trials import LocalPlacement
 from trainrig.sweeps.options import METRIC_NOT_LOGGED, PROGRESS_PER_EPOCH, SweepOptions
 from trainrig.sweeps.space import as_overrides
 from trainrig.sweeps.trial_logging import TrialLogging
 
 POLL_S = 0.1
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-STOPPED_EXIT_CODE = 128 + signal.SIGTERM  # as cli.py's: stopped with checkpoints, the same command continues
-# Stopped with a checkpoint, lost another process of the trial, or killed: a restart resumes from the checkpoint.
-RESTARTABLE = {128 + signal.SIGTERM, 128 + signal.SIGABRT, 128 + signal.SIGKILL}
 STATE = optuna.trial.TrialState
 # The trial's user attribute holding the seconds its processes ran, across restarts and drivers.
 SECONDS = "seconds"
@@ -80,6 +79,7 @@ class AskTellGridSampler(optuna.samplers.GridSampler):
     """GridSampler without its `study.stop()` once the grid is done, which works only inside `study.optimize` and
     raises after `study.tell`; the driver counts the trials itself."""
 
+    @override
     def after_trial(self, study, trial, state, values) -> None:
         pass
 
@@ -107,6 +107,7 @@ class ProgressMedianPruner(optuna.pruners.BasePruner):
     def __init__(self, n_startup_trials: int, n_warmup_steps: int) -> None:
         self.n_startup_trials, self.n_warmup_steps = n_startup_trials, n_warmup_steps
 
+    @override
     def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
         completed = study.get_trials(deepcopy=False, states=(STATE.COMPLETE,))
         progress = trial.last_step
@@ -149,7 +150,7 @@ class Driver:
     ):
         """
         Args:
-            placement: where trials run and how they report; by default `trainrig.sweeps.channel.LocalPlacement`.
+            placement: where trials run and how they report; by default `trainrig.sweeps.local_trials.LocalPlacement`.
         """
         self.options, self.cli, self.study, self.space = options, cli, study, space
         self.base_config, self.sweep_dir, self.logging = base_config, sweep_dir, logging
@@ -185,7 +186,7 @@ class Driver:
                 signal.signal(signum, handler)
         if self.stopping:
             say("stopped; trials in progress keep their checkpoints, and the same command continues the study")
-            raise SystemExit(STOPPED_EXIT_CODE)
+            raise SystemExit(exit_status.STOPPED)  # as a trial's: stopped with checkpoints, the same command continues
 
     def _stop(self, signum, frame) -> None:
         self.stopping = True
@@ -251,21 +252,21 @@ class Driver:
         run.trial.set_user_attr(SECONDS, run.seconds)
         number = run.trial.number
         cause = trials.failure_cause(run.directory, exit_code) if exit_code else ""
-        if exit_code == 2 and METRIC_NOT_LOGGED in cause:
+        if exit_code == exit_status.BAD_INPUT and METRIC_NOT_LOGGED in cause:
             self._fail(run, cause)
             self._stop(None, None)
             raise UserInputError(cause.removeprefix("exit 2: "))
-        if exit_code == 0 and run.pruned:
+        if exit_code == exit_status.DONE and run.pruned:
             self.study.tell(run.trial, state=STATE.PRUNED)
             say(f"trial {number} pruned after {max(run.reported) / PROGRESS_PER_EPOCH:g} epochs")
-        elif exit_code == 0 and run.last_value is not None:
+        elif exit_code == exit_status.DONE and run.last_value is not None:
             self.study.tell(run.trial, run.last_value)
             say(f"trial {number} finished: {self.options.metric} {run.last_value:.6g}")
-        elif exit_code == 0:
+        elif exit_code == exit_status.DONE:
             self._fail(run, f"it logged no {self.options.metric}; set --sweep.metric to a metric validation logs")
-        elif self.stopping and exit_code in RESTARTABLE:
+        elif self.stopping and exit_code in exit_status.RESTARTABLE:
             say(f"trial {number} stopped with a checkpoint")
-        elif exit_code in RESTARTABLE and run.restarts < self.options.max_restarts:
+        elif exit_code in exit_status.RESTARTABLE and run.restarts < self.options.max_restarts:
             run.restarts += 1
             say(f"trial {number} stopped ({cause}); restart {run.restarts}")
             self._start(run)

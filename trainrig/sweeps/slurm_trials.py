@@ -27,7 +27,6 @@ Only the driver (and, through the pickled task, the job's tasks) imports this mo
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -36,8 +35,10 @@ from pathlib import Path
 import submitit
 
 from trainrig.errors import UserInputError
+from trainrig.errors.exit_status import KILLED
+from trainrig.launch.arguments import SEPARATOR
+from trainrig.launch.strategy import strategy_arguments
 from trainrig.slurm.sbatch import MASTER_PORT_LINE, launcher_arguments, parse_request
-from trainrig.strategies.flag import STRATEGY_FLAG
 from trainrig.sweeps.channel import DriverSide
 from trainrig.sweeps.driver import say
 from trainrig.sweeps.trials import JOB_VARIABLES, LOG
@@ -47,7 +48,6 @@ __all__ = ["SlurmTrial", "SlurmTrials", "run_task"]
 JOB_ID = "slurm_job"  # the trial's latest job id, for a driver started again
 SUBMITIT = "submitit"  # submitit's folder in the trial's: batch scripts, pickled task, results, task logs
 STATE_CHECK_S = 5.0  # how often `sacct` is asked about a job whose tasks left no result yet
-KILLED = 128 + signal.SIGKILL
 FAILED_STATES = ("FAILED",)  # a job that could not run the wrapper at all; anything else that ended it killed it
 # The batch-script generator's flags, as the sweep section spells them, for its error messages.
 SWEEP_FLAGS = {
@@ -77,12 +77,9 @@ class SlurmTrials:
         ):
             if value is not None:
                 argv += [flag, str(value)]
-        strategy = (base.get("trainer") or {}).get("strategy")
-        if isinstance(strategy, dict):
-            strategy = strategy.get("class_path")
-        chosen = [] if strategy in (None, "auto") else [STRATEGY_FLAG, str(strategy)]
+        chosen = strategy_arguments((base.get("trainer") or {}).get("strategy"))
         try:
-            self.request, _ = parse_request([*argv, "--", *chosen], config_anywhere=True)
+            self.request, _ = parse_request([*argv, SEPARATOR, *chosen], config_anywhere=True)
         except UserInputError as error:
             message = re.sub(r"--[a-z-]+", lambda flag: SWEEP_FLAGS.get(flag[0], flag[0]), str(error))
             raise UserInputError(message) from None

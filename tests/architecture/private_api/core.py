@@ -13,7 +13,7 @@ MODULE_NAMES = {
         "lightning.pytorch.utilities.model_summary.model_summary",
         "_format_summary_table",
     ): "trainrig/loggers/model_summary.py",
-    ("lightning.pytorch.utilities", "_pytree"): "cli.py (a warning filter names the module)",
+    ("lightning.pytorch.utilities", "_pytree"): "trainrig/cli/entry.py (a warning filter names the module)",
     ("torch.distributed.rendezvous", "_rendezvous_handlers"): "trainrig/resume/torchrun_restarts.py",
 }
 

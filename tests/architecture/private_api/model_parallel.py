@@ -7,7 +7,7 @@ MODULE_NAMES = {
     (
         "lightning.pytorch.strategies.launchers",
         "_SubprocessScriptLauncher",
-    ): "trainrig/strategies/pipeline.py (subclassed)",
+    ): "trainrig/strategies/pipeline_checks.py (subclassed)",
     ("lightning.fabric.utilities.optimizer", "_optimizers_to_device"): "trainrig/strategies/pipeline.py",
 }
 ATTRIBUTES = [

@@ -15,10 +15,11 @@ from tests.kubernetes.trainjobs import generated_documents, trainer_schema_error
 
 def test_pipeline_after_the_separator_runs_in_every_pod_with_its_options(tmp_path, capsys):
     """`-- --trainer.strategy pipeline` replaces DDP in every pod; its options follow; cli.py reads them all, and the
-    pipeline spans the job's 2 pods x 2 processes."""
+    pipeline spans the job's 2 pods x 2 processes, two of the model's 8 stages on each."""
     job = ["--name", "mlp", "--image", "template:0.1", "--workers", "1", "--nproc-per-node", "2"]
     pipeline = ["--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", "Interleaved1F1B"]
-    pipeline += ["--trainer.strategy.init_args.microbatches=8"]
+    pipeline += ["--trainer.strategy.init_args.microbatches=8", "--model.init_args.hidden_sizes=[32,32,32,32,32,32,32]"]
+    pipeline += ["--model.init_args.num_stages=8"]
     manifest, stdout = generated_manifest(tmp_path, *job, "--config", "configs/mlp.yaml", "--", *pipeline)
     assert schema_errors(manifest) == []
     assert "2 pods x 2 process(es) = world size 4" in stdout

@@ -5,15 +5,15 @@ tests/kubernetes/mlp/test_trainjob_hosts.py.
 """
 
 import copy
+import importlib.util
 import shlex
-import subprocess
-import sys
 
 import pytest
 
 from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT
-from tests.kubernetes.pytorchjobs import assert_refused_in_one_line, clean_env
+from tests.kubernetes.pytorchjobs import assert_refused_in_one_line
 from tests.kubernetes.trainjobs import generate, generated_documents, trainer_schema_errors
+from trainrig.errors.moved import moved_path_error, new_path
 
 BASE = ["--name", "shapes", "--image", "template:0.1", "--nodes", "3", "--config", f"configs/{EXAMPLE_CONFIGS[0]}"]
 
@@ -223,7 +223,7 @@ def with_flag(flag: str, value: str | None) -> list[str]:
         ([*BASE, "--kind", "MPIJob"], "argument --kind: invalid choice: 'MPIJob'"),
         (with_flag("--name", "a" * 56), "pod names like '" + "a" * 56 + "-node-0-2' must fit in 63 characters"),
         ([*BASE, "--", "--trainer.num_nodes=2"], "--trainer.num_nodes is set from --nodes"),
-        ([*BASE, "--", "--trainer.strategy", "ddp"], "--trainer.strategy 'ddp' cannot run in the pods"),
+        ([*BASE, "--", "--trainer.strategy", "auto"], "--trainer.strategy 'auto' cannot run in the pods"),
         ([*BASE, "--", "--trainer.strategy", "layer_split"], "--trainer.strategy layer_split trains in one process"),
     ],
 )
@@ -232,18 +232,13 @@ def test_bad_input_gives_one_clear_line(tmp_path, args, expected):
     assert_refused_in_one_line(generate(*args, output=job_file), expected, job_file)
 
 
-def test_the_old_command_names_the_one_that_replaced_it(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "trainrig.kubernetes.pytorchjob", *BASE, "--output", str(tmp_path / "job.yaml")],
-        cwd=ROOT,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == (
-        "error: python -m trainrig.kubernetes.pytorchjob has moved to python -m trainrig.kubernetes.jobs "
-        "(add --kind PyTorchJob for the same job)\n"
-    )
-    assert not (tmp_path / "job.yaml").exists()
+def test_the_old_command_names_the_one_that_replaced_it():
+    """`trainrig.kubernetes.pytorchjob`, the module that wrote PyTorchJobs before TrainJobs, is gone: the moved-paths
+    table names the one that replaced it (a config naming the old path gets that line), and docs/clusters.md gives the
+    new command with the option for the same job."""
+    old = "trainrig.kubernetes.pytorchjob"
+    assert new_path(old) == "trainrig.kubernetes.jobs"
+    assert moved_path_error(old).startswith(f"{old} has moved to trainrig.kubernetes.jobs ")
+    assert importlib.util.find_spec(old) is None
+    clusters = " ".join((ROOT / "docs" / "clusters.md").read_text().split())
+    assert f"`python -m {old}`, is gone: `python -m trainrig.kubernetes.jobs --kind PyTorchJob`" in clusters

@@ -2,7 +2,7 @@
 
 - `Options`: a dataclass deriving from SweepOptions that adds the part's `--sweep.*` options;
 - `placement(options, base, base_path) -> placement | None`: how trials run, given the resolved training config and
-  its file (see trainrig.sweeps.channel.LocalPlacement for the interface), or None when these options do not ask
+  its file (see trainrig.sweeps.local_trials.LocalPlacement for the interface), or None when these options do not ask
   for the part.
 """
 
@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from trainrig.sweeps.channel import LocalPlacement
+from trainrig.sweeps.local_trials import LocalPlacement
 from trainrig.sweeps.options import SweepOptions
 
 __all__ = ["options_class", "trial_placement"]

@@ -59,6 +59,10 @@ def srun_line(script: str) -> list[str]:
             "3 process(es); change --nodes or --gpus-per-node, or the model's stages\n",
         ),
         (("--nodes", "2", *MLP, "--", "--trainer.strategy", "nonsense"), "error: --trainer.strategy 'nonsense' cannot"),
+        (
+            ("--nodes", "1", *MLP, "--", "--trainer.strategy", "single_device"),
+            "error: --trainer.strategy 'single_device' cannot run under srun",
+        ),
     ],
 )
 def test_bad_requests_fail_in_one_line_and_write_nothing(generate, tmp_path, args, message):
@@ -70,7 +74,11 @@ def test_bad_requests_fail_in_one_line_and_write_nothing(generate, tmp_path, arg
 
 @pytest.mark.parametrize(
     ("strategy", "selected"),
-    [((), "lightning.pytorch.strategies.DDPStrategy"), (("--trainer.strategy", "fsdp2"), "fsdp2")],
+    [
+        ((), "lightning.pytorch.strategies.DDPStrategy"),
+        (("--trainer.strategy", "ddp"), "lightning.pytorch.strategies.DDPStrategy"),
+        (("--trainer.strategy", "fsdp2"), "fsdp2"),
+    ],
 )
 def test_multi_process_strategies_run_a_task_per_gpu_on_every_node_and_requeue(generate, tmp_path, strategy, selected):
     result = generate(tmp_path, "--nodes", "4", "--gpus-per-node", "8", "--time", "20:00:00", *MLP, "--", *strategy)

@@ -1,4 +1,5 @@
-"""What `cli.py predict` produced on every process, one entry per item of the data set, for a prediction writer."""
+"""What `cli.py predict` produced on every process, gathered onto every process and keyed by each item's index in the
+data set, for a prediction writer."""
 
 from collections.abc import Callable, Iterable
 from typing import Any

@@ -3,7 +3,8 @@ timeout (`--trainer.strategy.init_args.timeout`) that each launcher fills in whe
 
 import inspect
 from datetime import timedelta
-from importlib import import_module
+
+from trainrig.registry import import_object
 
 __all__ = [
     "STRATEGY_FLAG",
@@ -30,9 +31,8 @@ def strategy_class(value) -> type | None:
         return None
     if value.lower() in StrategyRegistry:
         return StrategyRegistry[value.lower()]["strategy"]
-    module, _, name = value.rpartition(".")
     try:
-        selected = getattr(import_module(module), name)
+        selected = import_object(value)
     except (ImportError, AttributeError, ValueError):
         return None
     return selected if isinstance(selected, type) else None
@@ -102,10 +102,24 @@ def with_launcher_timeout(value, default: type, timeout: timedelta) -> dict:
             init_args = dict(StrategyRegistry[value.lower()]["init_params"])
     elif isinstance(value, dict):
         init_args = dict(value.get("init_args") or {})
-    parameter = inspect.signature(selected).parameters.get("timeout")
+    parameter = init_parameter(selected, "timeout")
     if parameter is not None and _as_timedelta(init_args.get("timeout")) in (None, parameter.default):
         init_args["timeout"] = str(timeout)
     return {"class_path": f"{selected.__module__}.{selected.__qualname__}", "init_args": init_args}
+
+
+def init_parameter(cls: type, name: str) -> inspect.Parameter | None:
+    """The `__init__` parameter `name` of `cls`, also where a subclass passes it on through `**kwargs` (the compiling
+    DDP strategy takes Lightning's DDP arguments that way)."""
+    for klass in cls.__mro__:
+        if (init := vars(klass).get("__init__")) is None:
+            continue
+        parameters = inspect.signature(init).parameters
+        if name in parameters:
+            return parameters[name]
+        if not any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
+            return None
+    return None
 
 
 def parse_timeout(value: str) -> timedelta:

@@ -1,6 +1,6 @@
 """Cost of logging images and tables: a CNN training epoch with and without the media callbacks, side by side.
 
-    python benchmarks/monitoring.py [--repeats 5] [--logger csv|wandb|both]
+    python benchmarks/media_cost.py [--repeats 5] [--logger csv|wandb|both]
 
 Runs configs/cnn.yaml for one epoch (38 batches) and one validation batch with the default N
 (example images every 25 steps, prediction-table rows from every 4th batch), and the same run
@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.epoch_timer import EpochTimer  # noqa: E402
 from callbacks.example_images import ExampleImages  # noqa: E402
 from callbacks.prediction_table import PredictionTable  # noqa: E402
-from cli import TemplateCLI  # noqa: E402
+from cli import DATA_TO_MODEL_LINKS, TRAINER_DEFAULTS, run  # noqa: E402
+from trainrig.cli.template_cli import TemplateCLI  # noqa: E402
 
 MEDIA_CALLBACKS = (ExampleImages, PredictionTable)
 EPOCH_HOOKS = ("on_train_epoch_start", "on_train_batch_end", "on_train_epoch_end")
@@ -67,7 +68,14 @@ def one_run(logger: str, with_media: bool, log_dir: str) -> dict[str, float]:
         "--trainer.logger.init_args.save_dir",
         log_dir,
     ]
-    cli = TemplateCLI(save_config_callback=None, args=args, run=False)
+    cli = TemplateCLI(
+        job=run,
+        data_to_model_links=DATA_TO_MODEL_LINKS,
+        trainer_defaults=TRAINER_DEFAULTS,
+        save_config_callback=None,
+        args=args,
+        run=False,
+    )
     trainer = cli.trainer
     if not with_media:
         trainer.callbacks[:] = [callback for callback in trainer.callbacks if not isinstance(callback, MEDIA_CALLBACKS)]

@@ -1,0 +1,7 @@
+"""Where the sweep part's modules moved, for the one-line "moved" error (trainrig/errors/moved.py reads this
+table without importing it); a project without the part has neither the part nor its moves."""
+
+MOVED_MODULES = {
+    "sweeps": "trainrig.sweeps",
+    "trainrig.sweeps.channel.LocalPlacement": "trainrig.sweeps.local_trials.LocalPlacement",
+}
