@@ -49,7 +49,7 @@ CLASS_PATH_IN_ERROR = re.compile(r"class_path '(?P<path>[\w.]+)'")
 
 def new_path(path: str) -> str | None:
     """`path` (a module, or a class in one) at its new place, or None if it did not move. A path that moved more than
-    once (`sweeps.channel.LocalPlacement`, into trainrig/ and then out of channel.py) ends at its last place."""
+    once (moved into trainrig/, then out of the module that held it) ends at its last place."""
     moved, seen = None, set()
     while (step := moved_once(moved or path)) is not None and step not in seen:
         moved = step

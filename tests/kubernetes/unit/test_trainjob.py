@@ -238,7 +238,7 @@ def test_the_old_command_names_the_one_that_replaced_it():
     new command with the option for the same job."""
     old = "trainrig.kubernetes.pytorchjob"
     assert new_path(old) == "trainrig.kubernetes.jobs"
-    assert moved_path_error(old).startswith(f"{old} has moved to trainrig.kubernetes.jobs ")
+    assert moved_path_error(old).startswith(f"{old} has moved to trainrig.kubernetes.jobs:")
     assert importlib.util.find_spec(old) is None
     clusters = " ".join((ROOT / "docs" / "clusters.md").read_text().split())
     assert f"`python -m {old}`, is gone: `python -m trainrig.kubernetes.jobs --kind PyTorchJob`" in clusters
