@@ -11,18 +11,24 @@ import argparse
 import csv
 from pathlib import Path
 
+from trainrig.errors import UserInputError
+from trainrig.errors.exit_status import entry_point
+
 NAME_COLUMN = "Animal's Name"
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "data" / "pet_names.txt"
 
 
 def extract_names(csv_path: Path) -> list[str]:
+    if not csv_path.is_file():
+        raise UserInputError(f"{csv_path} does not exist; give the path of the Seattle Pet Licenses CSV export")
     with csv_path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         if NAME_COLUMN not in (reader.fieldnames or []):
-            raise SystemExit(f"error: {csv_path} has no column {NAME_COLUMN!r}")
+            raise UserInputError(f"{csv_path} has no column {NAME_COLUMN!r}")
         return [row[NAME_COLUMN] for row in reader]
 
 
+@entry_point
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("csv", type=Path, help="Seattle Pet Licenses export (dataset jguv-t9rb)")

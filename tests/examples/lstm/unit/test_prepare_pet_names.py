@@ -44,9 +44,24 @@ def test_script_rejects_a_table_without_the_name_column(tmp_path):
         text=True,
         timeout=60,
     )
-    assert result.returncode != 0
-    assert 'has no column "Animal\'s Name"' in result.stderr
+    assert result.returncode == 2
+    assert result.stderr == f'error: {table} has no column "Animal\'s Name"\n'
     assert not (tmp_path / "x.txt").exists()
+
+
+def test_script_rejects_a_missing_table_in_one_line(tmp_path):
+    missing = tmp_path / "missing.csv"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "prepare_pet_names.py"), str(missing), "--output", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stderr) == (
+        2,
+        f"error: {missing} does not exist; give the path of the Seattle Pet Licenses CSV export\n",
+    )
+    assert not (tmp_path / "x").exists()
 
 
 def test_shipped_names_file_is_the_full_licence_table():
