@@ -246,12 +246,7 @@ def common_place(before: str | None, after: str | None) -> str | None:
     """What holds both places: TemplateCLI for two of its methods, None for two top-level definitions."""
     if before is None or after is None:
         return None
-    common = []
-    for a, b in zip(before.split("."), after.split(".")):
-        if a != b:
-            break
-        common.append(a)
-    return ".".join(common) or None
+    return ".".join(os.path.commonprefix([before.split("."), after.split(".")])) or None
 
 
 def new_place(place: str | None) -> str:

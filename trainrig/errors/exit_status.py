@@ -27,12 +27,6 @@ KILLED = 128 + signal.SIGKILL  # what a process killed outright (kill -9, the OO
 RESTARTABLE = frozenset({STOPPED, LOST_PEER, KILLED})
 
 
-def exit_bad_input(message: str) -> None:
-    """End the process on a user's mistake: one line on stderr, status 2."""
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(BAD_INPUT)
-
-
 def entry_point(main: Callable) -> Callable:
     """`main` of a runnable module, ending with one line and status 2 on a user's mistake (a UserInputError anywhere
     in the chain of what was raised, also when a library re-raised it) and with its traceback on anything else."""
@@ -44,6 +38,7 @@ def entry_point(main: Callable) -> Callable:
         except Exception as error:
             if (user_error := find_user_error(error)) is None:
                 raise
-            exit_bad_input(one_line(user_error))
+            print(f"error: {one_line(user_error)}", file=sys.stderr)
+            sys.exit(BAD_INPUT)
 
     return run
