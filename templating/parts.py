@@ -95,6 +95,15 @@ PATHS = {
         "tests/**/mlp",
     ],
     "cnn or lstm": ["benchmarks", "docs/performance"],
+    # Each measures every example, by name.
+    "cnn and lstm and mlp": [
+        "benchmarks/gpu",
+        "benchmarks/overhead.py",
+        "benchmarks/gpu_defaults.py",
+        "docs/performance/overhead.md",
+        "docs/performance/gpu.md",
+        "tests/benchmarks",
+    ],
     "dask": [
         "docs/dask.md",
         "trainrig/dask",

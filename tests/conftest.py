@@ -13,6 +13,13 @@ from tests.helpers.runs import LAUNCHER_VARIABLES  # noqa: E402
 SESSION_LAUNCHER_VARIABLES = {name: value for name, value in os.environ.items() if LAUNCHER_VARIABLES.fullmatch(name)}
 
 
+def pytest_collection_modifyitems(items):
+    """Marks `gpu` every test that `run_if` says needs a CUDA device, before `-m` selects (benchmarks/gpu/check.sh)."""
+    for item in items:
+        if (mark := item.get_closest_marker("needs")) is not None and mark.kwargs["cuda"]:
+            item.add_marker(pytest.mark.gpu)
+
+
 @pytest.fixture(autouse=True)
 def what_the_test_needs(request):
     """Skips, or under CI fails, a test marked by `tests.helpers.run_if.run_if` whose needs this machine lacks."""

@@ -6,6 +6,9 @@ import math
 import pytest
 
 from tests.helpers.examples import logged
+from tests.helpers.gpu import BF16, ONE_GPU
+from tests.helpers.ran import assert_ran_as
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import EXAMPLE_CONFIGS, last_value, read_metrics, run_cli, small_run_args
 
 
@@ -20,6 +23,16 @@ def test_fit_writes_checkpoints_and_namespaced_metrics(config, tmp_path, shapes_
     for key in logged(config):
         assert math.isfinite(last_value(rows, key)), f"{key} is not finite"
     assert last_value(rows, "val/loss") > 0
+
+
+@run_if(min_cuda_devices=1)
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
+def test_fit_on_a_gpu_in_bf16_trains_there(config, tmp_path, shapes_root):
+    run_cli("fit", small_run_args(config, tmp_path, shapes_root, *ONE_GPU, *BF16))
+    assert_ran_as(tmp_path, strategy="SingleDeviceStrategy", device="cuda:0", precision="bf16-mixed")
+    rows = read_metrics(tmp_path)
+    for key in logged(config):
+        assert math.isfinite(last_value(rows, key)), f"{key} is not finite"
 
 
 def printed_config(capsys, args: list[str]) -> str:

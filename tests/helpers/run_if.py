@@ -29,7 +29,8 @@ def run_if(
     min_cuda_devices: int | None = None,
     max_cuda_devices: int | None = None,
 ) -> pytest.MarkDecorator:
-    """A `needs` mark naming every missing package, command or capability; `tests/conftest.py` acts on it."""
+    """A `needs` mark naming every missing package, command or capability; `tests/conftest.py` acts on it, and marks
+    a test that needs a CUDA device `gpu` too, so that `python -m pytest -m gpu` selects every one."""
     lacking = [f"needs the {name} package" for name in packages if importlib.util.find_spec(name) is None]
     lacking += [f"needs the {name} command" for name in executables if shutil.which(name) is None]
     if emulated_hosts and (reason := hosts_unavailable()) is not None:
@@ -41,7 +42,7 @@ def run_if(
         beyond_ci.append(
             f"needs at most {max_cuda_devices} CUDA device(s); this machine has {torch.cuda.device_count()}"
         )
-    return pytest.mark.needs(lacking=lacking, beyond_ci=beyond_ci)
+    return pytest.mark.needs(lacking=lacking, beyond_ci=beyond_ci, cuda=bool(min_cuda_devices))
 
 
 def missing(reason: str) -> NoReturn:

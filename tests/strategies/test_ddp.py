@@ -8,6 +8,9 @@ the ranks end where the one process ends.
 import pytest
 
 from tests.helpers.examples import ddp_differs
+from tests.helpers.gpu import BF16, ONE_GPU
+from tests.helpers.ran import assert_ran_as
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import EXAMPLE_CONFIGS, small_run_args
 from tests.helpers.sample_record import samples_by_rank, weights_by_rank
 from tests.helpers.strategy_runs import checkpoint, largest_difference, run_ok
@@ -56,3 +59,10 @@ def test_two_ddp_ranks_train_what_one_process_trains_on_the_whole_batch(config, 
     assert [path.parent.name for path in two.rglob("metrics.csv")] == ["version_0"], "only rank 0 writes the run"
     if ddp_differs(config) is None:
         assert largest_difference(checkpoint(one)["state_dict"], checkpoint(two)["state_dict"]) < TOLERANCE
+
+
+@run_if(min_cuda_devices=1)
+def test_ddp_on_one_gpu_meets_on_nccl(tmp_path, shapes_root):
+    ddp = ("--trainer.strategy", "ddp", *ONE_GPU, *BF16)
+    run_ok("fit", small_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root, *ddp))
+    assert_ran_as(tmp_path, strategy="DDPStrategy", processes=1, device="cuda:0", backend="nccl")

@@ -7,6 +7,7 @@ runs, and the tests, which check every run they start under a named strategy, sc
 
 from typing import Any
 
+import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from typing_extensions import override
 
@@ -23,9 +24,10 @@ def parallelism_of(trainer: Trainer) -> dict[str, Any]:
     """The strategy's class (for a subclass of compile.py, the Lightning class it stands in for: a run under `ddp`
     records DDPStrategy, compiled or not), the processes and machines, the environment that set the processes up (it
     names the launcher: LightningEnvironment for Lightning's own, TorchElasticEnvironment for torchrun, each launcher's
-    own), whether the model was compiled (`compile`, trainrig/strategies/compile.py; false for a strategy without the
-    option), and what the strategy itself reports of its layout (`layout()`, e.g. a pipeline's schedule and
-    stages)."""
+    own), the device this process trained on, its precision and the process group's backend (gloo, nccl; None
+    without one), whether the model was compiled (`compile`, trainrig/strategies/compile.py; false for a strategy
+    without the option), and what the strategy itself reports of its layout (`layout()`, e.g. a pipeline's schedule
+    and stages)."""
     strategy = trainer.strategy
     environment = getattr(strategy, "cluster_environment", None)
     layout = strategy.layout() if callable(getattr(strategy, "layout", None)) else {}
@@ -34,6 +36,9 @@ def parallelism_of(trainer: Trainer) -> dict[str, Any]:
         "processes": trainer.world_size,
         "nodes": trainer.num_nodes,
         "environment": type(environment).__name__ if environment is not None else None,
+        "device": str(strategy.root_device),
+        "precision": trainer.precision,
+        "backend": torch.distributed.get_backend() if torch.distributed.is_initialized() else None,
         "compiled": False,
         **layout,
     }

@@ -15,11 +15,13 @@ import pytest
 import torch
 
 from tests.helpers.faults import fault
+from tests.helpers.gpu import ONE_GPU
 from tests.helpers.mlp import resume_runs
 from tests.helpers.mlp.resume_runs import drawn_fault
 from tests.helpers.mlp.tiny_mlp import mlp_args, write_mlp_settings
 from tests.helpers.predicted_classes import read_predictions
 from tests.helpers.ran import assert_ran_as
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, run_cli
 from tests.helpers.sharded_runs import (
     DDP,
@@ -30,7 +32,7 @@ from tests.helpers.sharded_runs import (
     shard_files,
     sharded_checkpoint,
 )
-from tests.helpers.strategy_runs import TOLERANCE, largest_difference, logged, run_ok
+from tests.helpers.strategy_runs import TOLERANCE, checkpoint, largest_difference, logged, run_ok
 from trainrig.resume.sharded import consolidated
 
 EPOCHS = 3
@@ -277,3 +279,17 @@ def test_a_stopped_fsdp2_run_resumes_to_the_uninterrupted_run_directory(
 def test_compile_compiles_each_unit_before_sharding_and_trains_as_without(runs, per_process_settings, tmp_path):
     run_ok("fit", mlp_args(per_process_settings, tmp_path, *FSDP2, "--trainer.strategy.init_args.compile", "true"))
     assert_same_losses(tmp_path, runs["fsdp2"])
+
+
+@run_if(min_cuda_devices=1)
+def test_fsdp2_on_one_gpu_trains_as_that_gpu_alone(settings, tmp_path):
+    """fsdp2's units sharded over one process on nccl, against the same run on the same GPU without a strategy (fp32:
+    both take the same kernels, so they agree within float rounding)."""
+    alone, sharded = tmp_path / "alone", tmp_path / "fsdp2"
+    run_ok("fit", mlp_args(settings, alone, *ONE_GPU))
+    output = run_ok("fit", mlp_args(settings, sharded, "--trainer.strategy", "fsdp2", *ONE_GPU))
+    assert SHARDED.format(units=2, processes=1) in output, output[-3000:]
+    whole = consolidated(sharded_checkpoint(sharded))
+    assert {key: whole["parallelism"][key] for key in ("device", "backend")} == {"device": "cuda:0", "backend": "nccl"}
+    assert_same_losses(sharded, alone, "train/epoch_loss")
+    assert largest_difference(whole["state_dict"], checkpoint(alone)["state_dict"]) <= TOLERANCE

@@ -1,0 +1,83 @@
+"""Gathers what benchmarks/gpu/check.sh left in its output folder into one `figures.json`: the machine, each step's
+exit status and seconds, every GPU test's outcome and time, and each benchmark's own JSON.
+
+    python -m benchmarks.gpu.figures OUTPUT_DIR
+
+The commit is `git rev-parse HEAD`, or `$COMMIT` where the checkout travelled without its history (the GPU machine).
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import torch
+
+BENCHMARKS = ("overhead", "gpu_defaults")
+
+
+def machine() -> dict:
+    cuda = torch.cuda.is_available()
+    driver = None
+    if cuda:
+        query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+        driver = subprocess.run(query, capture_output=True, text=True, check=False).stdout.strip() or None
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": os.environ.get("COMMIT") or git_commit(),
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "driver": driver,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+    }
+
+
+def git_commit() -> str | None:
+    result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    return result.stdout.strip() or None
+
+
+def steps(folder: Path) -> dict:
+    rows = (line.split("\t") for line in (folder / "steps.tsv").read_text().splitlines() if line)
+    return {name: {"exit": int(status), "seconds": int(seconds)} for name, status, seconds in rows}
+
+
+def tests(report: Path) -> list[dict]:
+    """Each test case of the JUnit report: its id, outcome, seconds and, where it did not pass, the first line why."""
+    if not report.is_file():
+        return []
+    cases = []
+    for case in ElementTree.parse(report).iter("testcase"):
+        problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        outcome = "passed" if problem is None else {"failure": "failed"}.get(problem.tag, problem.tag)
+        why = (problem.get("message") or "").splitlines()[0][:300] if problem is not None else None
+        cases.append(
+            {
+                "test": f"{case.get('classname')}::{case.get('name')}",
+                "outcome": outcome,
+                "seconds": round(float(case.get("time", 0)), 1),
+                **({"why": why} if why else {}),
+            }
+        )
+    return cases
+
+
+def main(folder: Path) -> None:
+    figures = {"machine": machine(), "steps": steps(folder), "gpu_tests": tests(folder / "gpu_tests.xml")}
+    for name in BENCHMARKS:
+        path = folder / f"{name}.json"
+        figures[name] = json.loads(path.read_text()) if path.is_file() else None
+    (folder / "figures.json").write_text(json.dumps(figures, indent=2) + "\n")
+    outcomes = [case["outcome"] for case in figures["gpu_tests"]]
+    print(f"figures.json: {', '.join(f'{outcomes.count(o)} {o}' for o in sorted(set(outcomes))) or 'no tests'}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
+        print("usage: python -m benchmarks.gpu.figures OUTPUT_DIR (the folder benchmarks/gpu/check.sh wrote)")
+        sys.exit(2)
+    main(Path(sys.argv[1]))
