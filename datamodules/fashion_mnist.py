@@ -17,6 +17,7 @@ class FashionMNISTDataModule(SplitsDataModule):
     class_names = FashionMNIST.classes
     num_classes = len(FashionMNIST.classes)
     input_size = 28 * 28
+    training_draws_random_numbers = False  # no augmentation
 
     def __init__(
         self,

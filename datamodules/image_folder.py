@@ -9,6 +9,7 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Subset
 from torchvision import transforms
 from torchvision.datasets import ImageFolder
+from typing_extensions import override
 
 from datamodules.splits import SplitsDataModule
 from trainrig.errors import UserInputError
@@ -103,6 +104,12 @@ class ImageFolderDataModule(SplitsDataModule):
     def input_size(self) -> int:
         channels = 1 if self.hparams.grayscale else 3
         return channels * self.hparams.image_size**2
+
+    @property
+    @override
+    def training_draws_random_numbers(self) -> bool:
+        """Only the random crops and flips draw; without them a training image loads the same every time."""
+        return self.hparams.augment
 
     def _transforms(self, train: bool):
         size, grayscale = self.hparams.image_size, self.hparams.grayscale

@@ -15,6 +15,11 @@ class SplitsDataModule(LightningDataModule):
     train_set: Dataset | None = None
     val_set: Dataset | None = None
     test_set: Dataset | None = None
+    # Whether loading a training sample draws random numbers (random augmentation): only then is each one loaded with
+    # torch's CPU generator seeded for its (epoch, sample), which keeps the draws the same whichever worker or
+    # resumed run loads it, at a cost per sample. Assumed, so that a subclass that augments without saying so still
+    # resumes exactly; one whose training samples draw nothing says False.
+    training_draws_random_numbers: bool = True
 
     def _loader(self, dataset: Dataset) -> DataLoader:
         workers = self.hparams.num_workers
@@ -28,7 +33,7 @@ class SplitsDataModule(LightningDataModule):
             self,
             self.train_set,
             self.hparams.batch_size,
-            seed_each_sample=True,
+            seed_each_sample=self.training_draws_random_numbers,
             num_workers=workers,
             persistent_workers=workers > 0,
         )

@@ -3,13 +3,12 @@
 Lightning saves and restores a training DataLoader that has `state_dict`/`load_state_dict` and then expects it to
 yield only the rest of the interrupted epoch. The position is kept for all ranks together, not per rank, so a run
 resumed with another number of processes deals out exactly the samples the interrupted epoch had not reached.
-Random augmentation is drawn from a seed of (run seed, epoch, sample index), so it does not depend on which
-DataLoader worker, process or resumed run loads a sample.
+A data set that draws random numbers (random augmentation) is loaded with torch's CPU generator seeded from (run seed,
+epoch, sample index), so its draws do not depend on which DataLoader worker, process or resumed run loads a sample.
 """
 
 import math
 import os
-import random
 from contextlib import contextmanager
 
 import numpy as np
@@ -24,6 +23,14 @@ __all__ = ["ResumableDataLoader", "ResumableSampler", "SeededSamples", "resumabl
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:
     return int(np.random.SeedSequence([seed, epoch, index]).generate_state(1)[0])
+
+
+def epoch_sample_seeds(seed: int, epoch: int, count: int) -> list[int]:
+    """A seed for each of `count` samples in `epoch`, the one at position `index` for sample `index`.
+
+    Drawn in one call per epoch: a `sample_seed` call per sample costs several times the seeding it feeds.
+    """
+    return np.random.SeedSequence([seed, epoch]).generate_state(count, np.uint64).tolist()
 
 
 class ResumableSampler(DistributedSampler):
@@ -65,23 +72,35 @@ class ResumableSampler(DistributedSampler):
             remaining = torch.cat([remaining, remaining.repeat(math.ceil(padding / len(remaining)))[:padding]])
         indices = remaining[self.rank :: self.num_replicas].tolist()
         if self.seed_each_sample:
-            return iter([(index, sample_seed(self.seed, self.epoch, index)) for index in indices])
+            seeds = epoch_sample_seeds(self.seed, self.epoch, len(self.dataset))
+            return iter([(index, seeds[index]) for index in indices])
         return iter(indices)
 
 
 @contextmanager
-def _isolated_random_state():
-    python_state, numpy_state = random.getstate(), np.random.get_state()
+def _cpu_generator_seeded(seed: int):
+    """Torch's global CPU generator seeded with `seed`, its state put back after.
+
+    Only the CPU generator: it is what torchvision's transforms draw from, and `torch.manual_seed` would also seed
+    every accelerator, which before CUDA starts queues a lazy call that records the Python stack, once per sample.
+    Putting the state back keeps loading in the main process (no workers) out of the training's own draws (dropout).
+    """
+    generator = torch.random.default_generator
+    state = generator.get_state()
+    generator.manual_seed(seed)
     try:
-        with torch.random.fork_rng(devices=[]):
-            yield
+        yield
     finally:
-        random.setstate(python_state)
-        np.random.set_state(numpy_state)
+        generator.set_state(state)
 
 
 class SeededSamples(Dataset):
-    """Loads sample `index` with torch, numpy and Python random generators seeded for that (epoch, sample)."""
+    """Loads sample `index` with torch's CPU generator seeded for that (epoch, sample).
+
+    Numpy's and Python's generators are not seeded: torchvision's transforms draw from neither, and seeding them costs
+    more per sample than seeding torch's (numpy's some 30 times more). A data set that draws from them draws what the
+    loading worker's generators give.
+    """
 
     def __init__(self, dataset: Dataset):
         self.dataset = dataset
@@ -89,12 +108,10 @@ class SeededSamples(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)
 
+    @override
     def __getitem__(self, key: tuple[int, int]):
         index, seed = key
-        with _isolated_random_state():
-            torch.manual_seed(seed)
-            np.random.seed(seed)
-            random.seed(seed)
+        with _cpu_generator_seeded(seed):
             return self.dataset[index]
 
 
@@ -142,7 +159,8 @@ def resumable_loader(
     """A shuffled training loader for this process's share of `dataset`, resumable mid-epoch.
 
     Args:
-        seed_each_sample: seed random transforms per (epoch, sample); for datasets with random augmentation.
+        seed_each_sample: seed torch's CPU generator per (epoch, sample) while loading it; for data sets that draw
+            random numbers (random augmentation). One that draws none loads faster without.
         loader_kwargs: further DataLoader arguments (num_workers, collate_fn, ...).
     """
     trainer = datamodule.trainer
