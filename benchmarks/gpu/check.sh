@@ -56,14 +56,14 @@ PY
 
 if [[ $device == cuda ]]; then
     workers=$("$python" -c "import xdist" 2>/dev/null && echo "-n 4")
-    step gpu_tests 210 "$python" -m pytest -m gpu -p no:cacheprovider --continue-on-collection-errors \
+    step gpu_tests 180 "$python" -m pytest -m gpu -p no:cacheprovider --continue-on-collection-errors \
         --timeout 200 -rA -q $workers --junitxml "$out/gpu_tests.xml"
-    step overhead 120 "$python" -m benchmarks.overhead --device cuda --precision bf16-mixed --time-limit 90 \
+    step overhead 150 "$python" -m benchmarks.overhead --device cuda --precision bf16-mixed --repeats 2 --time-limit 90 \
         --json "$out/overhead.json"
-    step gpu_defaults 90 "$python" -m benchmarks.gpu_defaults --device cuda --time-limit 65 \
+    step gpu_defaults 70 "$python" -m benchmarks.gpu_defaults --device cuda --time-limit 50 \
         --json "$out/gpu_defaults.json"
     # This machine's torch is older than the one CI tests: every module imports, and the newest schedules run.
-    step torch_version 70 bash -c "$python -m benchmarks.gpu.import_all && $python -m pytest -p no:cacheprovider -q \
+    step torch_version 50 bash -c "$python -m benchmarks.gpu.import_all && $python -m pytest -p no:cacheprovider -q \
         tests/strategies/mlp/test_pipeline_schedules.py -k 'DualPipeV or ZBVZeroBubble' $workers"
 else
     step gpu_tests 60 "$python" -m pytest -m gpu -p no:cacheprovider -q --junitxml "$out/gpu_tests.xml"

@@ -1,0 +1,447 @@
+"""The template's cost over a plain PyTorch loop doing the same work, for each example, and where that cost lies.
+
+    python benchmarks/overhead.py --device cpu --json overhead_cpu.json
+    python benchmarks/overhead.py --device cuda --precision bf16-mixed --time-limit 180 --json overhead_cuda.json
+    python benchmarks/overhead.py --quick --device cpu --json /tmp/overhead_quick.json  # a rehearsal, ~2 minutes
+
+Cases, each run in a fresh process from the example's config (configs/EXAMPLE.yaml) at this script's data sizes:
+
+template: the real training path, `cli.main(["fit", "--config", ...])` with `--trainer.enable_progress_bar false`,
+    its logger writing to a temporary folder.
+plain loop: the same LightningModule used as an nn.Module, built from the same config (same seed, weights and
+    optimizer settings), trained on the datamodule's own training set after `setup` through
+    `torch.utils.data.DataLoader(shuffle=True)` at the template loader's batch size, workers and collate step; the
+    same torchmetrics updates each step and computes at each epoch's end; for train + validate the same validation
+    pass (and the CNN's ReduceLROnPlateau step). On cuda it moves model and batches there; bf16-mixed runs the
+    steps under torch.autocast(dtype=torch.bfloat16).
+
+Train only is `--trainer.limit_val_batches 0` and drops the config's scheduler (the CNN's ReduceLROnPlateau needs
+`val/loss`), for both. The breakdown (train + validate) runs beside the template: a plain Lightning Trainer (no
+logger, no checkpointing, no callbacks) fitting the example's LightningModule and datamodule; the template bare
+(no config callbacks, no logger, no checkpointing: what trainrig/ always adds, its resumable loader included);
+the template with each config callback, and the logger, removed one at a time. The loader cases iterate the
+batches alone, on CPU: the datamodule's resumable `train_dataloader()` against
+`DataLoader(train_set, shuffle=True)` at the same settings, with and without augmentation, with 0 and 2 workers.
+
+Epoch time is by difference: (a run of --epochs epochs - a run of 1 epoch) / (--epochs - 1), each run timed
+inside its process (after imports, synchronizing cuda before reading the clock), so start-up and data
+generation drop out. The cases of a comparison alternate order on each repeat (A B, B A, ...); ratios are the
+median of the per-repeat ratios, with their range. --time-limit stops starting new repeats once exceeded; the
+JSON then holds what finished.
+"""
+
+import argparse
+import datetime
+import gc
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import lightning  # noqa: E402
+from lightning.pytorch import Trainer  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+from torch.optim.lr_scheduler import ReduceLROnPlateau  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+
+import cli  # noqa: E402
+from lightning_modules.name_generator import NameGenerator  # noqa: E402
+from trainrig.cli.template_cli import TemplateCLI  # noqa: E402
+
+EXAMPLES = ("cnn", "lstm", "mlp")
+# Data sizes (config overrides) for --quick: a few batches of small images or a few hundred names.
+QUICK_SIZES = {
+    "cnn": [*("--data.init_args.images_per_class", "10", "--data.init_args.canvas_size", "16")]
+    + ["--data.init_args.image_size", "16"],
+    "mlp": ["--data.init_args.images_per_class", "100"],
+}
+QUICK_NAMES = 300
+LOADER_WORKERS = (0, 2)
+TRAIN_ONLY = ["--trainer.limit_val_batches", "0", "--model.init_args.scheduler", "null"]
+
+
+# ---- one measured run, in its own process ----
+
+
+def build_example(config_args: list[str]):
+    """The example's LightningModule and datamodule as the template builds them from the config (seeded alike)."""
+    built = TemplateCLI(
+        job=cli.run,
+        data_to_model_links=cli.DATA_TO_MODEL_LINKS,
+        trainer_defaults=cli.TRAINER_DEFAULTS,
+        save_config_callback=None,
+        args=[*config_args, "--trainer.logger", "false", "--trainer.accelerator", "cpu"],
+        run=False,
+    )
+    return built.model, built.datamodule
+
+
+def datasets(datamodule):
+    """The datamodule's own training and validation sets after `setup`."""
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    if hasattr(datamodule, "train_examples"):  # the pet names
+        return datamodule.train_examples, datamodule.val_examples
+    return datamodule.train_set, datamodule.val_set
+
+
+def plain_loader(dataset, like: DataLoader, shuffle: bool) -> DataLoader:
+    """A plain DataLoader with the batch size, workers and collate step of the template's loader `like`."""
+    return DataLoader(
+        dataset,
+        batch_size=like.batch_size,
+        shuffle=shuffle,
+        num_workers=like.num_workers,
+        persistent_workers=like.persistent_workers,
+        collate_fn=like.collate_fn,
+    )
+
+
+def step_loss(model, batch, stage: str) -> torch.Tensor:
+    """The loss of one batch, with the metric updates the example's training or validation step makes."""
+    if isinstance(model, NameGenerator):
+        loss, logits, targets = model.batch_loss(batch)
+        if stage == "val":
+            model.val_perplexity.update(logits, targets)
+        return loss
+    images, labels = batch
+    logits = model(images)
+    if stage == "train":
+        model.train_metrics.update(logits, labels)
+    else:
+        model.val_metrics.update(logits, labels)
+        model.val_confidence.update(logits.softmax(dim=-1).amax(dim=-1))
+    return F.cross_entropy(logits, labels)
+
+
+def compute_epoch_metrics(model, stage: str) -> None:
+    """What logging the epoch's metrics costs the template: compute, then reset, each metric of the stage."""
+    names = ("train_metrics",) if stage == "train" else ("val_metrics", "val_confidence", "val_perplexity")
+    for metric in (getattr(model, name) for name in names if hasattr(model, name)):
+        metric.compute()
+        metric.reset()
+
+
+def run_epoch(model, loader, stage: str, device: torch.device, precision: str, optimizer=None) -> torch.Tensor:
+    """One pass over `loader`; trains when given the optimizer. Returns the mean loss."""
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16-mixed" else nullcontext()
+    model.train(stage == "train")
+    losses = []
+    with torch.set_grad_enabled(stage == "train"):
+        for batch in loader:
+            batch = tuple(tensor.to(device, non_blocking=True) for tensor in batch)
+            with autocast:
+                loss = step_loss(model, batch, stage)
+            if optimizer is not None:
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            losses.append(loss.detach())
+    compute_epoch_metrics(model, stage)
+    return torch.stack(losses).mean()
+
+
+def plain_loop(config_args: list[str], epochs: int, validate: bool, device: torch.device, precision: str) -> None:
+    model, datamodule = build_example(config_args)
+    train_set, val_set = datasets(datamodule)
+    template_loader = datamodule.train_dataloader()
+    train_loader = plain_loader(train_set, template_loader, shuffle=True)
+    val_loader = plain_loader(val_set, template_loader, shuffle=False)
+    model.to(device)
+    optimization = model.configure_optimizers()
+    optimizer, scheduler = optimization, None
+    if isinstance(optimization, dict):
+        optimizer, scheduler = optimization["optimizer"], optimization["lr_scheduler"]["scheduler"]
+    for _ in range(epochs):
+        run_epoch(model, train_loader, "train", device, precision, optimizer)
+        if validate:
+            val_loss = run_epoch(model, val_loader, "val", device, precision)
+            if isinstance(scheduler, ReduceLROnPlateau):
+                scheduler.step(val_loss)
+            elif scheduler is not None:
+                scheduler.step()
+
+
+def plain_trainer(config_args: list[str], epochs: int, validate: bool, device: torch.device, precision: str) -> None:
+    model, datamodule = build_example(config_args)
+    trainer = Trainer(
+        accelerator="gpu" if device.type == "cuda" else "cpu",
+        devices=1,
+        precision=precision,
+        max_epochs=epochs,
+        limit_val_batches=None if validate else 0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        callbacks=[],
+    )
+    trainer.fit(model, datamodule)
+
+
+def iterate_loader(config_args: list[str], epochs: int, resumable: bool) -> None:
+    _, datamodule = build_example(config_args)
+    train_set, _ = datasets(datamodule)
+    template_loader = datamodule.train_dataloader()
+    loader = template_loader if resumable else plain_loader(train_set, template_loader, shuffle=True)
+    for epoch in range(epochs):
+        if resumable:
+            loader.sampler.set_epoch(epoch)  # as the trainer does
+        for _ in loader:
+            pass
+
+
+def timed_run(case: dict, epochs: int) -> float:
+    """Seconds one run of the case takes in this process, its garbage from earlier runs collected first."""
+    device = torch.device(case["device"])
+    gc.collect()
+    start = time.perf_counter()
+    if case["kind"] == "template":
+        cli.main([*case["args"], "--trainer.max_epochs", str(epochs)])
+    elif case["kind"] == "plain loop":
+        plain_loop(case["args"], epochs, case["validate"], device, case["precision"])
+    elif case["kind"] == "plain trainer":
+        plain_trainer(case["args"], epochs, case["validate"], device, case["precision"])
+    else:
+        iterate_loader(case["args"], epochs, case["kind"] == "resumable loader")
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+# ---- the cases of each comparison ----
+
+
+def template_overrides(config: Path, folder: Path) -> dict[str, Path]:
+    """Per template variant, a config file laid over the example's: the full template (its logger writing to
+    `folder`), bare, and without the logger or each config callback in turn."""
+    trainer = yaml.safe_load(config.read_text())["trainer"]
+    logger = {**trainer["logger"], "init_args": {**trainer["logger"]["init_args"], "save_dir": str(folder)}}
+    callbacks = trainer["callbacks"]
+    variants = {
+        "template": {},
+        "template bare": {"callbacks": [], "logger": False, "enable_checkpointing": False},
+        # LearningRateMonitor refuses a trainer without a logger.
+        "template without logger, LearningRateMonitor": {
+            "logger": False,
+            "callbacks": [
+                callback for callback in callbacks if not callback["class_path"].endswith("LearningRateMonitor")
+            ],
+        },
+    }
+    for index, callback in enumerate(callbacks):
+        name = callback["class_path"].rsplit(".", 1)[1]
+        variants[f"template without {name}"] = {"callbacks": callbacks[:index] + callbacks[index + 1 :]}
+    paths = {}
+    for variant, changes in variants.items():
+        paths[variant] = folder / f"{config.stem}-{variant.replace(' ', '-')}.yaml"
+        paths[variant].write_text(yaml.safe_dump({"trainer": {"logger": logger, **changes}}))
+    return paths
+
+
+def example_sizes(example: str, settings: dict, folder: Path) -> list[str]:
+    """Config overrides that set the data sizes: --quick's small images, or the first names of the pet names."""
+    if example != "lstm":
+        return QUICK_SIZES[example] if settings["quick"] else []
+    names = QUICK_NAMES if settings["quick"] else settings["lstm_names"]
+    if not names:
+        return []
+    subset = folder / f"pet_names_{names}.txt"
+    lines = (ROOT / "data" / "pet_names.txt").read_text(encoding="utf-8").splitlines()
+    subset.write_text("\n".join(lines[:names]) + "\n", encoding="utf-8")
+    return ["--data.init_args.names_path", str(subset)]
+
+
+def comparisons(example: str, sizes: list[str], settings: dict, folder: Path) -> list[dict]:
+    """The example's comparisons: each has a priority (main ones 0, the breakdown 1, the loaders 2) and its cases,
+    the first being the baseline, each a run of this script's `run` without its number of epochs."""
+    config = ROOT / "configs" / f"{example}.yaml"
+    overrides = template_overrides(config, folder)
+    device, precision = settings["device"], settings["precision"]
+    built = ["--config", str(config), *sizes]
+    run_settings = {"device": device, "precision": precision}
+    template_flags = [
+        *("--trainer.accelerator", "gpu" if device == "cuda" else "cpu", "--trainer.devices", "1"),
+        *("--trainer.precision", precision, "--trainer.enable_progress_bar", "false"),
+        *("--trainer.default_root_dir", str(folder)),
+    ]
+
+    def template(variant: str, extra: list[str] = ()) -> dict:
+        args = ["fit", *built, "--config", str(overrides[variant]), *template_flags, *extra]
+        return {"kind": "template", "args": args, **run_settings}
+
+    def plain(kind: str, extra: list[str] = (), validate: bool = True) -> dict:
+        return {"kind": kind, "args": [*built, *extra], "validate": validate, **run_settings}
+
+    main = [
+        {"priority": 0, "name": "train only", "cases": {"plain loop": plain("plain loop", TRAIN_ONLY, False)}},
+        {"priority": 0, "name": "train + validate", "cases": {"plain loop": plain("plain loop")}},
+    ]
+    main[0]["cases"]["template"] = template("template", TRAIN_ONLY)
+    main[1]["cases"]["template"] = template("template")
+    breakdown = {"template": template("template"), "plain Lightning Trainer": plain("plain trainer")}
+    breakdown |= {variant: template(variant) for variant in overrides if variant != "template"}
+    loaders = []
+    for workers in LOADER_WORKERS:
+        for augment in (None,) if example == "lstm" else ("false", "true"):
+            data = ["--data.init_args.num_workers", str(workers)]
+            data += ["--data.init_args.augment", augment] if augment else []
+            cases = {
+                "DataLoader(shuffle=True)": {"kind": "plain loader", "args": [*built, *data], "device": "cpu"},
+                "resumable loader": {"kind": "resumable loader", "args": [*built, *data], "device": "cpu"},
+            }
+            name = f"loader alone (cpu), {workers} workers" + (f", augment {augment}" if augment else "")
+            loaders.append({"priority": 2, "name": name, "cases": cases})
+    return [*main, {"priority": 1, "name": "breakdown, train + validate", "cases": breakdown}, *loaders]
+
+
+def epoch_seconds(case: dict, epochs: int) -> float:
+    """(a run of `epochs` epochs - a run of 1 epoch) / (`epochs` - 1)."""
+    return (timed_run(case, epochs) - timed_run(case, 1)) / (epochs - 1)
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
+def run_comparison(comparison: dict, repeats: int, epochs: int, deadline: float) -> dict | None:
+    """The cases' epoch seconds over the repeats started before the deadline, and each case's ratio to the first;
+    None when no repeat started in time."""
+    names = list(comparison["cases"])
+    finished = []
+    for repeat in range(repeats):
+        if time.monotonic() > deadline:
+            break
+        order = names if repeat % 2 == 0 else names[::-1]
+        finished.append({name: epoch_seconds(comparison["cases"][name], epochs) for name in order})
+        print(f"  repeat {repeat + 1}: " + ", ".join(f"{name} {finished[-1][name]:.3f} s" for name in names))
+    if not finished:
+        return None
+    baseline = names[0]
+    return {
+        "example": comparison["example"],
+        "comparison": comparison["name"],
+        "baseline": baseline,
+        "repeats": len(finished),
+        "epoch_seconds": {name: spread([seconds[name] for seconds in finished]) for name in names},
+        "ratio_to_baseline": {
+            name: spread([seconds[name] / seconds[baseline] for seconds in finished]) for name in names
+        },
+    }
+
+
+# ---- the whole benchmark ----
+
+
+def warm_up(example_comparisons: list[dict]) -> None:
+    """One untimed epoch of the template and of the plain loop: generates the data and pays what a process does
+    only once (lazy imports, first allocations), so that no measured run pays it."""
+    cases = next(comparison["cases"] for comparison in example_comparisons if comparison["name"] == "train + validate")
+    for case in cases.values():
+        timed_run(case, 1)
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    cpu = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line), "")
+    return f"{cpu.split(':')[-1].strip() or platform.processor()}, {os.cpu_count()} cores"
+
+
+def git_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    return git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if git("status", "--porcelain") else "")
+
+
+def print_table(results: list[dict]) -> None:
+    print("\n| example | comparison | case | epoch (s), median | vs first case, median (range) | repeats |")
+    print("|---|---|---|---:|---:|---:|")
+    for result in results:
+        for name, seconds in result["epoch_seconds"].items():
+            ratio = result["ratio_to_baseline"][name]
+            print(
+                f"| {result['example']} | {result['comparison']} | {name} | "
+                f"{seconds['median']:.3f} | {ratio['median']:.2f}x ({ratio['min']:.2f} to {ratio['max']:.2f}) | "
+                f"{result['repeats']} |"
+            )
+
+
+def main() -> None:
+    for name in ("lightning.pytorch", "lightning.fabric"):  # each run's start-up lines and model summary
+        logging.getLogger(name).setLevel(logging.WARNING)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", default=",".join(EXAMPLES), help="comma-separated subset of cnn,lstm,mlp")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--precision", choices=("32-true", "bf16-mixed"), default="32-true")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=3, help="the long run's epochs; the short run has 1")
+    parser.add_argument("--lstm-names", type=int, default=6000, help="pet names the LSTM trains on (0: all)")
+    parser.add_argument("--quick", action="store_true", help="tiny data, 2 epochs against 1, 1 repeat")
+    parser.add_argument("--time-limit", type=float, default=float("inf"), help="seconds; no new repeat after")
+    parser.add_argument("--json", type=Path, help="write every figure here")
+    args = parser.parse_args()
+    examples = args.examples.split(",")
+    if unknown := set(examples) - set(EXAMPLES):
+        parser.error(f"unknown examples {sorted(unknown)}; choose from {','.join(EXAMPLES)}")
+    if args.quick:
+        args.epochs, args.repeats = 2, 1
+    if args.epochs < 2:
+        parser.error("--epochs must be at least 2: epoch time is the difference to a 1-epoch run")
+    settings = {
+        "device": args.device,
+        "precision": args.precision,
+        "repeats": args.repeats,
+        "epochs": args.epochs,
+        "quick": args.quick,
+        "lstm_names": args.lstm_names,
+    }
+    deadline = time.monotonic() + args.time_limit
+    report = {
+        "device": device_name(args.device),
+        "torch": torch.__version__,
+        "lightning": lightning.__version__,
+        "commit": git_commit(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "settings": {**settings, "examples": examples, "time_limit": args.time_limit},
+        "results": [],
+        "not_started": [],
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        plan = []
+        for example in examples:
+            sizes = example_sizes(example, settings, Path(folder))
+            example_comparisons = comparisons(example, sizes, settings, Path(folder))
+            warm_up(example_comparisons)
+            plan += [{**comparison, "example": example} for comparison in example_comparisons]
+        plan.sort(key=lambda comparison: comparison["priority"])  # every example's main comparisons first
+        for comparison in plan:
+            print(f"{comparison['example']}: {comparison['name']}", flush=True)
+            result = run_comparison(comparison, args.repeats, args.epochs, deadline)
+            if result is None:
+                report["not_started"].append(f"{comparison['example']}: {comparison['name']}")
+            else:
+                report["results"].append(result)
+    print_table(report["results"])
+    if report["not_started"]:
+        print(f"\nnot started within --time-limit {args.time_limit:.0f} s: {'; '.join(report['not_started'])}")
+    print(f"\n{report['device']}, torch {report['torch']}, Lightning {report['lightning']}, {report['commit']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
