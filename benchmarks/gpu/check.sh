@@ -54,19 +54,22 @@ for name in ("lightning", "torchmetrics", "torchvision", "jsonargparse", "distri
         print(f"{name} missing")
 PY
 
+# Each test's outcome is written as it comes (benchmarks/gpu/live_report.py): a step cut off keeps what it reached.
+tests=(-p no:cacheprovider -p benchmarks.gpu.live_report -q)
 if [[ $device == cuda ]]; then
-    workers=$("$python" -c "import xdist" 2>/dev/null && echo "-n 4")
-    step gpu_tests 180 "$python" -m pytest -m gpu -p no:cacheprovider --continue-on-collection-errors \
-        --timeout 200 -rA -q $workers --junitxml "$out/gpu_tests.xml"
-    step overhead 150 "$python" -m benchmarks.overhead --device cuda --precision bf16-mixed --repeats 2 --time-limit 90 \
-        --json "$out/overhead.json"
+    parallel=$("$python" -c "import xdist" 2>/dev/null && echo "-n 8")
+    TEST_REPORT="$out/gpu_tests.jsonl" step gpu_tests 180 "$python" -m pytest -m gpu "${tests[@]}" $parallel \
+        --continue-on-collection-errors --timeout 170
+    # This machine's torch is older than the one CI tests: every module imports, and the newest schedules run.
+    TEST_REPORT="$out/torch_version.jsonl" step torch_version 70 bash -c "$python -m benchmarks.gpu.import_all && \
+        $python -m pytest ${tests[*]} $parallel tests/strategies/mlp/test_pipeline_schedules.py \
+        -k 'DualPipeV or ZBVZeroBubble'"
+    step overhead 150 "$python" -m benchmarks.overhead --device cuda --precision bf16-mixed --repeats 2 \
+        --time-limit 90 --json "$out/overhead.json"
     step gpu_defaults 70 "$python" -m benchmarks.gpu_defaults --device cuda --time-limit 50 \
         --json "$out/gpu_defaults.json"
-    # This machine's torch is older than the one CI tests: every module imports, and the newest schedules run.
-    step torch_version 50 bash -c "$python -m benchmarks.gpu.import_all && $python -m pytest -p no:cacheprovider -q \
-        tests/strategies/mlp/test_pipeline_schedules.py -k 'DualPipeV or ZBVZeroBubble' $workers"
 else
-    step gpu_tests 60 "$python" -m pytest -m gpu -p no:cacheprovider -q --junitxml "$out/gpu_tests.xml"
+    TEST_REPORT="$out/gpu_tests.jsonl" step gpu_tests 60 "$python" -m pytest -m gpu "${tests[@]}"
     step overhead 120 "$python" -m benchmarks.overhead --device cpu --quick --examples mlp --time-limit 60 \
         --json "$out/overhead.json"
     step gpu_defaults 90 "$python" -m benchmarks.gpu_defaults --device cpu --quick --examples mlp --time-limit 45 \

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import torch
@@ -47,27 +46,19 @@ def steps(folder: Path) -> dict:
 
 
 def tests(report: Path) -> list[dict]:
-    """Each test case of the JUnit report: its id, outcome, seconds and, where it did not pass, the first line why."""
+    """Each test's outcome as benchmarks/gpu/live_report.py wrote it (a skip or failure with the first line why)."""
     if not report.is_file():
         return []
-    cases = []
-    for case in ElementTree.parse(report).iter("testcase"):
-        problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
-        outcome = "passed" if problem is None else {"failure": "failed"}.get(problem.tag, problem.tag)
-        why = (problem.get("message") or "").splitlines()[0][:300] if problem is not None else None
-        cases.append(
-            {
-                "test": f"{case.get('classname')}::{case.get('name')}",
-                "outcome": outcome,
-                "seconds": round(float(case.get("time", 0)), 1),
-                **({"why": why} if why else {}),
-            }
-        )
+    cases = [json.loads(line) for line in report.read_text().splitlines() if line]
+    for case in cases:
+        if "why" in case:
+            case["why"] = case["why"].strip().splitlines()[-1][:300] if case["outcome"] == "skipped" else case["why"]
     return cases
 
 
 def main(folder: Path) -> None:
-    figures = {"machine": machine(), "steps": steps(folder), "gpu_tests": tests(folder / "gpu_tests.xml")}
+    figures = {"machine": machine(), "steps": steps(folder), "gpu_tests": tests(folder / "gpu_tests.jsonl")}
+    figures["torch_version_tests"] = tests(folder / "torch_version.jsonl")
     for name in BENCHMARKS:
         path = folder / f"{name}.json"
         figures[name] = json.loads(path.read_text()) if path.is_file() else None
