@@ -14,7 +14,7 @@ from tests.helpers.strategy_runs import run_ok
 from tests.strategies.mlp.placement import placement_of
 
 
-def placed_run(tmp_path: Path, shapes_root: Path, devices: str) -> tuple[list[dict], list]:
+def placed_run(tmp_path: Path, shapes_root: Path, devices: str, *extra: str) -> tuple[list[dict], list]:
     records = tmp_path / "placement"
     run_ok(
         "fit",
@@ -26,6 +26,7 @@ def placed_run(tmp_path: Path, shapes_root: Path, devices: str) -> tuple[list[di
             *("--trainer.max_epochs", "1", "--trainer.limit_train_batches", "1", "--trainer.limit_val_batches", "0"),
             "--trainer.callbacks+=tests.strategies.mlp.placement.StagePlacement",
             f"--trainer.callbacks.init_args.directory={records}",
+            *extra,
         ),
     )
     return placement_of(records)
@@ -50,7 +51,8 @@ def test_layer_split_sends_each_stage_and_its_input_to_the_stage_device(tmp_path
 
 @run_if(min_cuda_devices=1)
 def test_layer_split_on_a_gpu_and_the_cpu_keeps_each_stage_and_its_input_there(tmp_path, shapes_root):
-    stages, _ = placed_run(tmp_path, shapes_root, "[cuda:0, cpu]")
+    # The trainer runs where the last stage and the loss are: on the CPU (layer_split refuses anything else).
+    stages, _ = placed_run(tmp_path, shapes_root, "[cuda:0, cpu]", "--trainer.accelerator", "cpu")
     for stage, device in zip(stages, ("cuda:0", "cpu")):
         assert {placed for _, placed in stage["parameters"]} == {device}
         assert {placed for _, placed in stage["inputs"]} == {device}
