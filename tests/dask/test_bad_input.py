@@ -26,3 +26,10 @@ def test_an_address_that_accepts_but_does_not_answer_is_left_to_the_clients_time
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         check_not_refused(f"tcp://127.0.0.1:{silent.getsockname()[1]}")
+
+
+def test_a_replacement_timeout_of_zero_fails_at_once_naming_it(tmp_path, capsys):
+    args = small_run_args(EXAMPLE_CONFIGS[0], tmp_path) + ["--dask.n_workers", "2", "--dask.replacement_timeout", "0"]
+    error = failing_run(capsys, "fit", args)
+    assert error == "error: --dask.replacement_timeout must be more than 0 s, got 0.0\n"
+    assert not any(tmp_path.iterdir())

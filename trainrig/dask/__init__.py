@@ -31,6 +31,9 @@ class DaskOptions:
         min_workers: On an existing cluster, restart with as few as this many ranks when fewer healthy workers
             than ranks remain (each rank keeps its batch size and the learning rate, so the global batch
             shrinks). By default a restart needs as many workers as the run started with.
+        replacement_timeout: The most seconds a restart waits for the failed attempt's workers while they are still
+            coming back (a nanny starting a worker process again, a worker registering). A worker that cannot come
+            back (its nanny gone, or none) ends the wait at once; this bounds a machine that keeps starting one.
         checkpoint_dir: A directory that every worker and this client can read (a shared or network filesystem):
             the checkpoints are written there, in the run's own folder (`<experiment>/<run>/checkpoints`), and
             restarted or resumed ranks read them from there, instead of rank 0 sending each one to this client.
@@ -42,6 +45,7 @@ class DaskOptions:
     restart: bool = False
     max_restarts: int | None = None
     min_workers: int | None = None
+    replacement_timeout: float = 900
     checkpoint_dir: str | None = None
 
 

@@ -154,6 +154,8 @@ def check_options(options: DaskOptions) -> None:
             raise UserInputError(f"--dask.{name} must be at least 1, got {getattr(options, name)}")
     if options.max_restarts is not None and options.max_restarts < 0:
         raise UserInputError(f"--dask.max_restarts must be 0 or more, got {options.max_restarts}")
+    if options.replacement_timeout <= 0:
+        raise UserInputError(f"--dask.replacement_timeout must be more than 0 s, got {options.replacement_timeout}")
     for name in ("min_workers", "workers"):
         if getattr(options, name) is not None and options.address is None:
             raise UserInputError(f"--dask.{name} applies to an existing cluster (--dask.address)")

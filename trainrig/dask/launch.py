@@ -22,7 +22,13 @@ from distributed import Client, Event
 from distributed.comm import get_address_host
 from distributed.utils import open_port
 
-from trainrig.dask.cluster import CLUSTER_TIMEOUT_S, chosen_workers, connected_client, stop_requests_forwarded
+from trainrig.dask.cluster import (
+    CLUSTER_TIMEOUT_S,
+    chosen_workers,
+    connected_client,
+    nannies_of,
+    stop_requests_forwarded,
+)
 from trainrig.dask.description import Attempt, RunDescription, describe_run
 from trainrig.dask.failures import RankFailure, recorded_worker_deaths
 from trainrig.dask.ranks import show_metrics, stop_ranks, wait_for_ranks
@@ -64,10 +70,10 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
         max_restarts = options.max_restarts
         if max_restarts is None:
             max_restarts = EMBEDDED_MAX_RESTARTS if embedded else EXISTING_MAX_RESTARTS
-        ranks, previous_cause = None, None
+        ranks, nannies, previous_cause = None, [], None
         for restart in range(max_restarts + 1):
-            workers = chosen_workers(client, options, ranks)
-            ranks = ranks or len(workers)
+            workers = chosen_workers(client, options, ranks, nannies)
+            ranks, nannies = ranks or len(workers), nannies_of(client, workers)
             receiver = CheckpointReceiver(client, description.output_root, description.shared_dir)
             try:
                 results = run_attempt(client, description, restart, workers, checkpoint, receiver)

@@ -54,4 +54,7 @@ def stop_ranks(client: Client, futures: list, workers: list[str], cluster_closes
     client.cancel(futures, force=True)
     if still_running and not cluster_closes:
         log.info(f"dask: restarting workers {still_running}, whose ranks were still running")
+        # The timeout bounds the nannies' kill (a nanny that does not answer in time loses its worker by force) and
+        # the wait for the workers to be back, which then returns without raising: the restart's own wait for its
+        # workers (cluster.wait_for_replacements) goes on for as long as they are coming.
         client.restart_workers(still_running, timeout=CLUSTER_TIMEOUT_S, raise_for_error=False)

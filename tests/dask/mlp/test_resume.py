@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.helpers.faults import fault
+from tests.helpers.load import saturated_cpu
 from tests.helpers.mlp.resume_runs import (
     SEED,
     UninterruptedRuns,
@@ -102,6 +103,27 @@ def test_dask_restarts_the_ranks_after_a_killed_worker_and_ends_with_the_uninter
     assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], "one job, one run directory"
     assert_same_run(tmp_path, uninterrupted["ddp"], context)
     assert not list(temporary.rglob("dask-rank*")), f"{context}: a rank's working folder was left behind"
+
+
+@pytest.mark.slow  # a few minutes: every process of the run gets a share of the cores, not a core
+@pytest.mark.timeout(900)
+def test_dask_restart_after_a_killed_worker_on_a_busy_machine_ends_with_the_uninterrupted_run(
+    uninterrupted, settings, tmp_path
+):
+    """As above with every core kept busy (tests/helpers/load.py): the nannies take far longer to start the workers
+    again (the killed one's and the one its rank was waiting in), and the restart waits for them instead of giving
+    up after a fixed time."""
+    step, rank = drawn_fault("dask-restart-busy", (5, 7), 2)
+    context = f"dask on a busy machine, SIGKILL at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
+    uninterrupted_run = uninterrupted["ddp"]  # made before the load starts
+    with saturated_cpu():
+        code, output = run(
+            mlp_args(settings, tmp_path, "single", *DASK, *fault(step, "SIGKILL", rank, once=tmp_path / "killed"))
+        )
+    assert code == 0, f"{context}\n{output[-4000:]}"
+    (story,) = [line for line in output.splitlines() if "restart 1 of" in line]
+    assert f"rank {rank} (Dask worker" in story and "died: was killed by signal 9" in story, f"{context}\n{story}"
+    assert_same_run(tmp_path, uninterrupted_run, context)
 
 
 def test_dask_command_run_again_starts_a_new_run_and_ckpt_path_last_continues_the_newest(
