@@ -14,7 +14,7 @@ SESSION_LAUNCHER_VARIABLES = {name: value for name, value in os.environ.items() 
 
 
 def pytest_collection_modifyitems(items):
-    """Marks `gpu` every test that `run_if` says needs a CUDA device, before `-m` selects (benchmarks/gpu/check.sh)."""
+    """Marks `gpu` every test that `run_if` says needs a CUDA device, before `-m` selects: `-m gpu` runs them all."""
     for item in items:
         if (mark := item.get_closest_marker("needs")) is not None and mark.kwargs["cuda"]:
             item.add_marker(pytest.mark.gpu)

@@ -34,7 +34,8 @@ step() {
     echo "== $name: exit $status after $((SECONDS - start)) s"
 }
 
-if [[ -d .whl ]] && compgen -G ".whl/*.whl" >/dev/null; then
+# The wheels are for the GPU machine's Python; the rehearsal runs in the project's own environment.
+if [[ $device == cuda && -d .whl ]] && compgen -G ".whl/*.whl" >/dev/null; then
     site=$(mktemp -d)
     "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl || exit 1
     export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
@@ -73,9 +74,9 @@ if [[ $device == cuda ]]; then
         --json "$out/gpu_defaults.json"
 else
     TEST_REPORT="$out/gpu_tests.jsonl" step gpu_tests 60 "$python" -m pytest -m gpu "${tests[@]}"
-    step overhead 120 "$python" -m benchmarks.overhead --device cpu --quick --examples mlp --time-limit 60 \
+    step overhead 60 "$python" -m benchmarks.overhead --device cpu --quick --examples mlp --time-limit 15 \
         --json "$out/overhead.json"
-    step gpu_defaults 90 "$python" -m benchmarks.gpu_defaults --device cpu --quick --examples mlp --time-limit 45 \
+    step gpu_defaults 60 "$python" -m benchmarks.gpu_defaults --device cpu --quick --examples mlp --time-limit 15 \
         --json "$out/gpu_defaults.json"
 fi
 "$python" -m benchmarks.gpu.figures "$out"

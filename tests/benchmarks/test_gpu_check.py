@@ -5,6 +5,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 
 from packaging.requirements import Requirement
@@ -40,7 +41,7 @@ def test_the_rehearsal_runs_every_step_and_writes_one_json_of_figures(tmp_path):
     result = subprocess.run(
         ["bash", "benchmarks/gpu/check.sh", str(tmp_path), "--device", "cpu"],
         cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable},
         capture_output=True,
         text=True,
         timeout=400,
