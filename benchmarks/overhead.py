@@ -1,33 +1,37 @@
 """The template's cost over a plain PyTorch loop doing the same work, for each example, and where that cost lies.
 
     python benchmarks/overhead.py --device cpu --json overhead_cpu.json
-    python benchmarks/overhead.py --device cuda --precision bf16-mixed --time-limit 180 --json overhead_cuda.json
+    python benchmarks/overhead.py --device cuda --precision bf16-mixed --time-limit 170 --json overhead_cuda.json
     python benchmarks/overhead.py --quick --device cpu --json /tmp/overhead_quick.json  # a rehearsal, ~2 minutes
 
-Cases, each run in a fresh process from the example's config (configs/EXAMPLE.yaml) at this script's data sizes:
+Every case is built from the example's config (configs/EXAMPLE.yaml) at this script's data sizes and runs in this
+process, one after the other:
 
-template: the real training path, `cli.main(["fit", "--config", ...])` with `--trainer.enable_progress_bar false`,
-    its logger writing to a temporary folder.
+template: the real training path, `cli.main(["fit", "--config", ...])` as the tests run it, with
+    `--trainer.enable_progress_bar false` and its logger writing to a temporary folder.
 plain loop: the same LightningModule used as an nn.Module, built from the same config (same seed, weights and
     optimizer settings), trained on the datamodule's own training set after `setup` through
-    `torch.utils.data.DataLoader(shuffle=True)` at the template loader's batch size, workers and collate step; the
-    same torchmetrics updates each step and computes at each epoch's end; for train + validate the same validation
-    pass (and the CNN's ReduceLROnPlateau step). On cuda it moves model and batches there; bf16-mixed runs the
-    steps under torch.autocast(dtype=torch.bfloat16).
+    `torch.utils.data.DataLoader(shuffle=True)` at the template loader's batch size, workers and collate step, with
+    the same torchmetrics updates each step and computes at each epoch's end; for train + validate the same
+    validation pass (and the CNN's ReduceLROnPlateau step). On cuda it moves model and batches there; bf16-mixed
+    runs the steps under torch.autocast(dtype=torch.bfloat16).
 
 Train only is `--trainer.limit_val_batches 0` and drops the config's scheduler (the CNN's ReduceLROnPlateau needs
 `val/loss`), for both. The breakdown (train + validate) runs beside the template: a plain Lightning Trainer (no
-logger, no checkpointing, no callbacks) fitting the example's LightningModule and datamodule; the template bare
-(no config callbacks, no logger, no checkpointing: what trainrig/ always adds, its resumable loader included);
-the template with each config callback, and the logger, removed one at a time. The loader cases iterate the
-batches alone, on CPU: the datamodule's resumable `train_dataloader()` against
-`DataLoader(train_set, shuffle=True)` at the same settings, with and without augmentation, with 0 and 2 workers.
+logger, checkpointing or callbacks) fitting the example's LightningModule and the template's datamodule; the
+template bare (no config callbacks, logger or checkpointing: what trainrig/ always adds, its resumable loader
+included); the template without its logger (and LearningRateMonitor, which needs one); without each config
+callback in turn. The loader comparisons iterate the batches alone, on CPU: `DataLoader(train_set, shuffle=True)`
+against the datamodule's resumable `train_dataloader()` at the same settings, with and without augmentation, with
+0 and 2 workers. --quick leaves out the breakdown's single callbacks and all loader settings but 2 workers with
+augmentation.
 
-Epoch time is by difference: (a run of --epochs epochs - a run of 1 epoch) / (--epochs - 1), each run timed
-inside its process (after imports, synchronizing cuda before reading the clock), so start-up and data
-generation drop out. The cases of a comparison alternate order on each repeat (A B, B A, ...); ratios are the
-median of the per-repeat ratios, with their range. --time-limit stops starting new repeats once exceeded; the
-JSON then holds what finished.
+Epoch time is by difference: (a run of --epochs epochs - a run of 1 epoch) / (--epochs - 1), so start-up and data
+generation drop out; cuda is synchronized before the clock is read, and one untimed epoch of each example first
+generates its data and warms the process up. The cases of a comparison alternate order on each repeat (A B, then
+B A); ratios are the median of the per-repeat ratios to the comparison's first case, with their range. No case
+starts after --time-limit seconds; the JSON (rewritten after each comparison) holds what finished, and a case that
+fails is recorded with its error while the others go on.
 """
 
 import argparse
@@ -37,11 +41,13 @@ import json
 import logging
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -64,7 +70,7 @@ from trainrig.cli.template_cli import TemplateCLI  # noqa: E402
 EXAMPLES = ("cnn", "lstm", "mlp")
 # Data sizes (config overrides) for --quick: a few batches of small images or a few hundred names.
 QUICK_SIZES = {
-    "cnn": [*("--data.init_args.images_per_class", "10", "--data.init_args.canvas_size", "16")]
+    "cnn": ["--data.init_args.images_per_class", "10", "--data.init_args.canvas_size", "16"]
     + ["--data.init_args.image_size", "16"],
     "mlp": ["--data.init_args.images_per_class", "100"],
 }
@@ -73,7 +79,7 @@ LOADER_WORKERS = (0, 2)
 TRAIN_ONLY = ["--trainer.limit_val_batches", "0", "--model.init_args.scheduler", "null"]
 
 
-# ---- one measured run, in its own process ----
+# ---- one measured run ----
 
 
 def build_example(config_args: list[str]):
@@ -128,7 +134,7 @@ def step_loss(model, batch, stage: str) -> torch.Tensor:
 
 
 def compute_epoch_metrics(model, stage: str) -> None:
-    """What logging the epoch's metrics costs the template: compute, then reset, each metric of the stage."""
+    """The epoch-end work of the template's metric logging: compute each of the stage's metrics, then reset it."""
     names = ("train_metrics",) if stage == "train" else ("val_metrics", "val_confidence", "val_perplexity")
     for metric in (getattr(model, name) for name in names if hasattr(model, name)):
         metric.compute()
@@ -159,7 +165,7 @@ def plain_loop(config_args: list[str], epochs: int, validate: bool, device: torc
     train_set, val_set = datasets(datamodule)
     template_loader = datamodule.train_dataloader()
     train_loader = plain_loader(train_set, template_loader, shuffle=True)
-    val_loader = plain_loader(val_set, template_loader, shuffle=False)
+    val_loader = plain_loader(val_set, template_loader, shuffle=False) if validate else None
     model.to(device)
     optimization = model.configure_optimizers()
     optimizer, scheduler = optimization, None
@@ -175,14 +181,13 @@ def plain_loop(config_args: list[str], epochs: int, validate: bool, device: torc
                 scheduler.step()
 
 
-def plain_trainer(config_args: list[str], epochs: int, validate: bool, device: torch.device, precision: str) -> None:
+def plain_trainer(config_args: list[str], epochs: int, device: torch.device, precision: str) -> None:
     model, datamodule = build_example(config_args)
     trainer = Trainer(
         accelerator="gpu" if device.type == "cuda" else "cpu",
         devices=1,
         precision=precision,
         max_epochs=epochs,
-        limit_val_batches=None if validate else 0,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -213,22 +218,26 @@ def timed_run(case: dict, epochs: int) -> float:
     elif case["kind"] == "plain loop":
         plain_loop(case["args"], epochs, case["validate"], device, case["precision"])
     elif case["kind"] == "plain trainer":
-        plain_trainer(case["args"], epochs, case["validate"], device, case["precision"])
+        plain_trainer(case["args"], epochs, device, case["precision"])
     else:
         iterate_loader(case["args"], epochs, case["kind"] == "resumable loader")
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if "output" in case:  # a template run's checkpoints and logs: ~270 MB for the CNN
+        shutil.rmtree(case["output"], ignore_errors=True)
+    return seconds
 
 
 # ---- the cases of each comparison ----
 
 
-def template_overrides(config: Path, folder: Path) -> dict[str, Path]:
-    """Per template variant, a config file laid over the example's: the full template (its logger writing to
-    `folder`), bare, and without the logger or each config callback in turn."""
+def template_overrides(config: Path, folder: Path, output: Path, each_callback: bool) -> dict[str, Path]:
+    """Per template variant, a config file in `folder` laid over the example's: the full template (its logger
+    writing to `output`), bare, without the logger, and, with `each_callback`, without each config callback in
+    turn."""
     trainer = yaml.safe_load(config.read_text())["trainer"]
-    logger = {**trainer["logger"], "init_args": {**trainer["logger"]["init_args"], "save_dir": str(folder)}}
+    logger = {**trainer["logger"], "init_args": {**trainer["logger"]["init_args"], "save_dir": str(output)}}
     callbacks = trainer["callbacks"]
     variants = {
         "template": {},
@@ -241,7 +250,7 @@ def template_overrides(config: Path, folder: Path) -> dict[str, Path]:
             ],
         },
     }
-    for index, callback in enumerate(callbacks):
+    for index, callback in enumerate(callbacks if each_callback else []):
         name = callback["class_path"].rsplit(".", 1)[1]
         variants[f"template without {name}"] = {"callbacks": callbacks[:index] + callbacks[index + 1 :]}
     paths = {}
@@ -255,7 +264,7 @@ def example_sizes(example: str, settings: dict, folder: Path) -> list[str]:
     """Config overrides that set the data sizes: --quick's small images, or the first names of the pet names."""
     if example != "lstm":
         return QUICK_SIZES[example] if settings["quick"] else []
-    names = QUICK_NAMES if settings["quick"] else settings["lstm_names"]
+    names = settings["lstm_names"]
     if not names:
         return []
     subset = folder / f"pet_names_{names}.txt"
@@ -266,36 +275,34 @@ def example_sizes(example: str, settings: dict, folder: Path) -> list[str]:
 
 def comparisons(example: str, sizes: list[str], settings: dict, folder: Path) -> list[dict]:
     """The example's comparisons: each has a priority (main ones 0, the breakdown 1, the loaders 2) and its cases,
-    the first being the baseline, each a run of this script's `run` without its number of epochs."""
-    config = ROOT / "configs" / f"{example}.yaml"
-    overrides = template_overrides(config, folder)
+    the first being the baseline, each what `timed_run` needs but the number of epochs."""
+    config, output = ROOT / "configs" / f"{example}.yaml", folder / "output"
+    overrides = template_overrides(config, folder, output, each_callback=not settings["quick"])
     device, precision = settings["device"], settings["precision"]
     built = ["--config", str(config), *sizes]
     run_settings = {"device": device, "precision": precision}
     template_flags = [
         *("--trainer.accelerator", "gpu" if device == "cuda" else "cpu", "--trainer.devices", "1"),
         *("--trainer.precision", precision, "--trainer.enable_progress_bar", "false"),
-        *("--trainer.default_root_dir", str(folder)),
+        *("--trainer.default_root_dir", str(output)),
     ]
 
     def template(variant: str, extra: list[str] = ()) -> dict:
         args = ["fit", *built, "--config", str(overrides[variant]), *template_flags, *extra]
-        return {"kind": "template", "args": args, **run_settings}
+        return {"kind": "template", "args": args, "output": str(output), **run_settings}
 
     def plain(kind: str, extra: list[str] = (), validate: bool = True) -> dict:
         return {"kind": kind, "args": [*built, *extra], "validate": validate, **run_settings}
 
-    main = [
-        {"priority": 0, "name": "train only", "cases": {"plain loop": plain("plain loop", TRAIN_ONLY, False)}},
-        {"priority": 0, "name": "train + validate", "cases": {"plain loop": plain("plain loop")}},
-    ]
-    main[0]["cases"]["template"] = template("template", TRAIN_ONLY)
-    main[1]["cases"]["template"] = template("template")
+    train_only = {"plain loop": plain("plain loop", TRAIN_ONLY, validate=False)}
+    train_only["template"] = template("template", TRAIN_ONLY)
+    train_and_validate = {"plain loop": plain("plain loop"), "template": template("template")}
     breakdown = {"template": template("template"), "plain Lightning Trainer": plain("plain trainer")}
     breakdown |= {variant: template(variant) for variant in overrides if variant != "template"}
-    loaders = []
-    for workers in LOADER_WORKERS:
-        for augment in (None,) if example == "lstm" else ("false", "true"):
+    loaders, quick = [], settings["quick"]
+    augments = (None,) if example == "lstm" else ("true",) if quick else ("false", "true")
+    for workers in (2,) if quick else LOADER_WORKERS:
+        for augment in augments:
             data = ["--data.init_args.num_workers", str(workers)]
             data += ["--data.init_args.augment", augment] if augment else []
             cases = {
@@ -304,7 +311,12 @@ def comparisons(example: str, sizes: list[str], settings: dict, folder: Path) ->
             }
             name = f"loader alone (cpu), {workers} workers" + (f", augment {augment}" if augment else "")
             loaders.append({"priority": 2, "name": name, "cases": cases})
-    return [*main, {"priority": 1, "name": "breakdown, train + validate", "cases": breakdown}, *loaders]
+    return [
+        {"priority": 0, "name": "train only", "cases": train_only},
+        {"priority": 0, "name": "train + validate", "cases": train_and_validate},
+        {"priority": 1, "name": "breakdown, train + validate", "cases": breakdown},
+        *loaders,
+    ]
 
 
 def epoch_seconds(case: dict, epochs: int) -> float:
@@ -312,45 +324,61 @@ def epoch_seconds(case: dict, epochs: int) -> float:
     return (timed_run(case, epochs) - timed_run(case, 1)) / (epochs - 1)
 
 
-def spread(values: list[float]) -> dict:
+def spread(values: list[float]) -> dict | None:
+    """Median and range of `values` (the per-repeat figures, also given); None for none."""
+    if not values:
+        return None
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
 
 
-def run_comparison(comparison: dict, repeats: int, epochs: int, deadline: float) -> dict | None:
-    """The cases' epoch seconds over the repeats started before the deadline, and each case's ratio to the first;
-    None when no repeat started in time."""
+def run_comparison(comparison: dict, repeats: int, epochs: int, deadline: float) -> dict:
+    """Each case's epoch seconds and ratio to the first case, over the repeats in which it ran; a case that fails
+    is recorded and left out of later repeats."""
     names = list(comparison["cases"])
-    finished = []
+    finished, failed = [], {}
     for repeat in range(repeats):
+        seconds = {}
+        for name in names if repeat % 2 == 0 else names[::-1]:
+            if time.monotonic() > deadline:
+                break
+            if name in failed:
+                continue
+            try:
+                seconds[name] = epoch_seconds(comparison["cases"][name], epochs)
+            except (Exception, SystemExit) as error:  # a refused run exits with its status
+                failed[name] = f"{type(error).__name__}: {error}".splitlines()[0]
+                print(f"  {name} failed: {failed[name]}")
+        if seconds:
+            finished.append(seconds)
+            print(f"  repeat {repeat + 1}: " + ", ".join(f"{name} {value:.3f} s" for name, value in seconds.items()))
         if time.monotonic() > deadline:
             break
-        order = names if repeat % 2 == 0 else names[::-1]
-        finished.append({name: epoch_seconds(comparison["cases"][name], epochs) for name in order})
-        print(f"  repeat {repeat + 1}: " + ", ".join(f"{name} {finished[-1][name]:.3f} s" for name in names))
-    if not finished:
-        return None
     baseline = names[0]
+    ran = [name for name in names if any(name in seconds for seconds in finished)]
+    paired = [seconds for seconds in finished if baseline in seconds]
     return {
         "example": comparison["example"],
         "comparison": comparison["name"],
         "baseline": baseline,
-        "repeats": len(finished),
-        "epoch_seconds": {name: spread([seconds[name] for seconds in finished]) for name in names},
+        "epoch_seconds": {name: spread([seconds[name] for seconds in finished if name in seconds]) for name in ran},
         "ratio_to_baseline": {
-            name: spread([seconds[name] / seconds[baseline] for seconds in finished]) for name in names
+            name: spread([seconds[name] / seconds[baseline] for seconds in paired if name in seconds]) for name in ran
         },
+        "failed": failed,
     }
 
 
 # ---- the whole benchmark ----
 
 
-def warm_up(example_comparisons: list[dict]) -> None:
-    """One untimed epoch of the template and of the plain loop: generates the data and pays what a process does
-    only once (lazy imports, first allocations), so that no measured run pays it."""
-    cases = next(comparison["cases"] for comparison in example_comparisons if comparison["name"] == "train + validate")
-    for case in cases.values():
-        timed_run(case, 1)
+def warm_up(cases: dict) -> None:
+    """One untimed epoch of each case: generates the example's data and pays what a process does only once (lazy
+    imports, first allocations), so that no measured run pays it. A failure shows again when the case is measured."""
+    for name, case in cases.items():
+        try:
+            timed_run(case, 1)
+        except (Exception, SystemExit) as error:
+            print(f"  warm-up of {name} failed: {type(error).__name__}: {error}".splitlines()[0])
 
 
 def device_name(device: str) -> str:
@@ -368,21 +396,24 @@ def git_commit() -> str:
 
 
 def print_table(results: list[dict]) -> None:
-    print("\n| example | comparison | case | epoch (s), median | vs first case, median (range) | repeats |")
+    print("\n| example | comparison | case | epoch (s), median | vs the first case, median (range) | repeats |")
     print("|---|---|---|---:|---:|---:|")
     for result in results:
         for name, seconds in result["epoch_seconds"].items():
             ratio = result["ratio_to_baseline"][name]
+            versus = f"{ratio['median']:.2f}x ({ratio['min']:.2f} to {ratio['max']:.2f})" if ratio else ""
             print(
-                f"| {result['example']} | {result['comparison']} | {name} | "
-                f"{seconds['median']:.3f} | {ratio['median']:.2f}x ({ratio['min']:.2f} to {ratio['max']:.2f}) | "
-                f"{result['repeats']} |"
+                f"| {result['example']} | {result['comparison']} | {name} | {seconds['median']:.3f} | {versus} | "
+                f"{len(seconds['values'])} |"
             )
+        for name, error in result["failed"].items():
+            print(f"| {result['example']} | {result['comparison']} | {name} | failed: {error} | | |")
 
 
 def main() -> None:
     for name in ("lightning.pytorch", "lightning.fabric"):  # each run's start-up lines and model summary
         logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message="The `srun` command is available")  # each run's, on a SLURM machine
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", default=",".join(EXAMPLES), help="comma-separated subset of cnn,lstm,mlp")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -390,15 +421,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3, help="the long run's epochs; the short run has 1")
     parser.add_argument("--lstm-names", type=int, default=6000, help="pet names the LSTM trains on (0: all)")
-    parser.add_argument("--quick", action="store_true", help="tiny data, 2 epochs against 1, 1 repeat")
-    parser.add_argument("--time-limit", type=float, default=float("inf"), help="seconds; no new repeat after")
+    parser.add_argument(
+        "--quick", action="store_true", help="a rehearsal: tiny data, 2 epochs against 1, 1 repeat, fewer cases"
+    )
+    parser.add_argument("--time-limit", type=float, help="seconds; no case starts after")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
     examples = args.examples.split(",")
     if unknown := set(examples) - set(EXAMPLES):
         parser.error(f"unknown examples {sorted(unknown)}; choose from {','.join(EXAMPLES)}")
     if args.quick:
-        args.epochs, args.repeats = 2, 1
+        args.epochs, args.repeats, args.lstm_names = 2, 1, QUICK_NAMES
     if args.epochs < 2:
         parser.error("--epochs must be at least 2: epoch time is the difference to a 1-epoch run")
     settings = {
@@ -409,7 +442,7 @@ def main() -> None:
         "quick": args.quick,
         "lstm_names": args.lstm_names,
     }
-    deadline = time.monotonic() + args.time_limit
+    deadline = time.monotonic() + (args.time_limit or float("inf"))
     report = {
         "device": device_name(args.device),
         "torch": torch.__version__,
@@ -420,27 +453,30 @@ def main() -> None:
         "results": [],
         "not_started": [],
     }
-    with tempfile.TemporaryDirectory() as folder:
-        plan = []
+    with tempfile.TemporaryDirectory() as temporary:
+        folder, plan, unwarmed = Path(temporary), [], {}
         for example in examples:
-            sizes = example_sizes(example, settings, Path(folder))
-            example_comparisons = comparisons(example, sizes, settings, Path(folder))
-            warm_up(example_comparisons)
+            example_comparisons = comparisons(example, example_sizes(example, settings, folder), settings, folder)
             plan += [{**comparison, "example": example} for comparison in example_comparisons]
+            unwarmed[example] = next(c["cases"] for c in example_comparisons if c["name"] == "train + validate")
         plan.sort(key=lambda comparison: comparison["priority"])  # every example's main comparisons first
         for comparison in plan:
+            if comparison["example"] in unwarmed and time.monotonic() < deadline:
+                warm_up(unwarmed.pop(comparison["example"]))
             print(f"{comparison['example']}: {comparison['name']}", flush=True)
             result = run_comparison(comparison, args.repeats, args.epochs, deadline)
-            if result is None:
-                report["not_started"].append(f"{comparison['example']}: {comparison['name']}")
-            else:
+            if result["epoch_seconds"] or result["failed"]:
                 report["results"].append(result)
+            else:
+                report["not_started"].append(f"{comparison['example']}: {comparison['name']}")
+            if args.json:
+                args.json.write_text(json.dumps(report, indent=2))
     print_table(report["results"])
+    if any(seconds["min"] <= 0 for result in report["results"] for seconds in result["epoch_seconds"].values()):
+        print("\nan epoch of 0 s or less: the machine's noise exceeded the epochs' cost; raise --epochs or quieten it")
     if report["not_started"]:
         print(f"\nnot started within --time-limit {args.time_limit:.0f} s: {'; '.join(report['not_started'])}")
     print(f"\n{report['device']}, torch {report['torch']}, Lightning {report['lightning']}, {report['commit']}")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ if [[ $device == cuda ]]; then
         $python -m pytest ${tests[*]} $parallel tests/strategies/mlp/test_pipeline_schedules.py \
         -k 'DualPipeV or ZBVZeroBubble'"
     step overhead 130 "$python" -m benchmarks.overhead --device cuda --precision bf16-mixed --repeats 2 \
-        --time-limit 80 --json "$out/overhead.json"
+        --examples mlp,cnn,lstm --time-limit 80 --json "$out/overhead.json"
     step gpu_defaults 60 "$python" -m benchmarks.gpu_defaults --device cuda --time-limit 40 \
         --json "$out/gpu_defaults.json"
 else
