@@ -45,7 +45,7 @@ class DaskOptions:
     restart: bool = False
     max_restarts: int | None = None
     min_workers: int | None = None
-    replacement_timeout: float = 900
+    replacement_timeout: float = 900.0
     checkpoint_dir: str | None = None
 
 
