@@ -1,6 +1,6 @@
 """`--trainer.strategy.init_args.compile true` on the CNN on a GPU: inductor builds Triton kernels for the ResNet
-there, and the compiled run trains in bf16 on the GPU (the strategy's compilation on every strategy is tested on the
-MLP on CPU in tests/strategies/mlp/test_compile.py)."""
+there, and the compiled run trains in bf16 on the GPU (compilation under every strategy is tested on CPU, with the
+suite's small model)."""
 
 import math
 
