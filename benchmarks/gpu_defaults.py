@@ -44,7 +44,6 @@ import json
 import logging
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +59,7 @@ import lightning  # noqa: E402
 from lightning.pytorch import Callback  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
+from benchmarks.provenance import git_commit  # noqa: E402
 from cli import DATA_TO_MODEL_LINKS, TRAINER_DEFAULTS, run  # noqa: E402
 from trainrig.cli.entry import release_job_resources, silence_library_noise  # noqa: E402
 from trainrig.cli.template_cli import TemplateCLI  # noqa: E402
@@ -395,15 +395,6 @@ def print_table(rows: list[dict], header: dict) -> None:
         "\nprecision and compile: Lightning fit on replayed batches; memory format: a plain loop on the same batches "
         "(no template option); loader: the config's own DataLoader and batch"
     )
-
-
-def git_commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        changes = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head.stdout.strip() + (" (with uncommitted changes)" if changes.stdout.strip() else "")
 
 
 def run_header(device: str) -> dict:

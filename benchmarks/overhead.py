@@ -31,7 +31,8 @@ generation drop out; cuda is synchronized before the clock is read, and one unti
 generates its data and warms the process up. The cases of a comparison alternate order on each repeat (A B, then
 B A); ratios are the median of the per-repeat ratios to the comparison's first case, with their range. No case
 starts after --time-limit seconds; the JSON (rewritten after each comparison) holds what finished, and a case that
-fails is recorded with its error while the others go on.
+fails is recorded with its error while the others go on. SIGTERM or Ctrl-C stops the benchmark and deletes its
+temporary folder (every template run's checkpoints and logs).
 """
 
 import argparse
@@ -42,10 +43,11 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import statistics
-import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from contextlib import nullcontext
@@ -64,8 +66,10 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 import cli  # noqa: E402
+from benchmarks.provenance import git_commit  # noqa: E402
 from lightning_modules.name_generator import NameGenerator  # noqa: E402
 from trainrig.cli.template_cli import TemplateCLI  # noqa: E402
+from trainrig.resume.preemption import received_stop  # noqa: E402
 
 EXAMPLES = ("cnn", "lstm", "mlp")
 # Data sizes (config overrides) for --quick: a few batches of small images or a few hundred names.
@@ -76,6 +80,7 @@ QUICK_SIZES = {
 }
 QUICK_NAMES = 300
 LOADER_WORKERS = (0, 2)
+STOPPING = threading.Event()  # set by the first SIGTERM or SIGINT
 TRAIN_ONLY = ["--trainer.limit_val_batches", "0", "--model.init_args.scheduler", "null"]
 
 
@@ -212,21 +217,22 @@ def timed_run(case: dict, epochs: int) -> float:
     """Seconds one run of the case takes in this process, its garbage from earlier runs collected first."""
     device = torch.device(case["device"])
     gc.collect()
-    start = time.perf_counter()
-    if case["kind"] == "template":
-        cli.main([*case["args"], "--trainer.max_epochs", str(epochs)])
-    elif case["kind"] == "plain loop":
-        plain_loop(case["args"], epochs, case["validate"], device, case["precision"])
-    elif case["kind"] == "plain trainer":
-        plain_trainer(case["args"], epochs, device, case["precision"])
-    else:
-        iterate_loader(case["args"], epochs, case["kind"] == "resumable loader")
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-    if "output" in case:  # a template run's checkpoints and logs: ~270 MB for the CNN
-        shutil.rmtree(case["output"], ignore_errors=True)
-    return seconds
+    try:
+        start = time.perf_counter()
+        if case["kind"] == "template":
+            cli.main([*case["args"], "--trainer.max_epochs", str(epochs)])
+        elif case["kind"] == "plain loop":
+            plain_loop(case["args"], epochs, case["validate"], device, case["precision"])
+        elif case["kind"] == "plain trainer":
+            plain_trainer(case["args"], epochs, device, case["precision"])
+        else:
+            iterate_loader(case["args"], epochs, case["kind"] == "resumable loader")
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+    finally:
+        if "output" in case:  # a template run's checkpoints and logs: ~270 MB for the CNN, also of a failed run
+            shutil.rmtree(case["output"], ignore_errors=True)
 
 
 # ---- the cases of each comparison ----
@@ -346,6 +352,7 @@ def run_comparison(comparison: dict, repeats: int, epochs: int, deadline: float)
             try:
                 seconds[name] = epoch_seconds(comparison["cases"][name], epochs)
             except (Exception, SystemExit) as error:  # a refused run exits with its status
+                raise_if_stopping(error)
                 failed[name] = f"{type(error).__name__}: {error}".splitlines()[0]
                 print(f"  {name} failed: {failed[name]}")
         if seconds:
@@ -371,6 +378,21 @@ def run_comparison(comparison: dict, repeats: int, epochs: int, deadline: float)
 # ---- the whole benchmark ----
 
 
+def stop(signum: int, frame) -> None:
+    """SIGTERM (`timeout`, the end of a loan) and Ctrl-C end the benchmark through the `finally` that deletes its
+    temporary folder, which holds tens of GB after a while."""
+    STOPPING.set()
+    raise KeyboardInterrupt
+
+
+def raise_if_stopping(error: BaseException) -> None:
+    """Re-raise a case's `error` when a signal asked the benchmark to stop: Lightning turns Ctrl-C into
+    `sys.exit(1)`, and a template run turns SIGTERM and SIGINT into a checkpoint and `Preempted`; neither is a
+    failure of the case."""
+    if STOPPING.is_set() or received_stop() is not None:
+        raise error
+
+
 def warm_up(cases: dict) -> None:
     """One untimed epoch of each case: generates the example's data and pays what a process does only once (lazy
     imports, first allocations), so that no measured run pays it. A failure shows again when the case is measured."""
@@ -378,6 +400,7 @@ def warm_up(cases: dict) -> None:
         try:
             timed_run(case, 1)
         except (Exception, SystemExit) as error:
+            raise_if_stopping(error)
             print(f"  warm-up of {name} failed: {type(error).__name__}: {error}".splitlines()[0])
 
 
@@ -386,13 +409,6 @@ def device_name(device: str) -> str:
         return torch.cuda.get_device_name()
     cpu = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line), "")
     return f"{cpu.split(':')[-1].strip() or platform.processor()}, {os.cpu_count()} cores"
-
-
-def git_commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    return git("rev-parse", "--short", "HEAD") + (" with uncommitted changes" if git("status", "--porcelain") else "")
 
 
 def print_table(results: list[dict]) -> None:
@@ -443,6 +459,8 @@ def main() -> None:
         "lstm_names": args.lstm_names,
     }
     deadline = time.monotonic() + (args.time_limit or float("inf"))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
     report = {
         "device": device_name(args.device),
         "torch": torch.__version__,

@@ -11,7 +11,9 @@ class ConfusionMatrix(Callback):
         self.latest = None
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        self.matrix = MulticlassConfusionMatrix(pl_module.num_classes)
+        # No checks of each batch's values (they would copy them to the host, waiting for the GPU at every batch):
+        # the model's logits and the data's labels, which the module's own metrics check on the same batch.
+        self.matrix = MulticlassConfusionMatrix(pl_module.num_classes, validate_args=False)
 
     def on_validation_epoch_start(self, trainer, pl_module) -> None:
         self.matrix = self.matrix.to(pl_module.device)

@@ -3,17 +3,19 @@ exit status and seconds, every GPU test's outcome and time, and each benchmark's
 
     python -m benchmarks.gpu.figures OUTPUT_DIR
 
-The commit is `git rev-parse HEAD`, or `$COMMIT` where the checkout travelled without its history (the GPU machine).
+The commit is `$COMMIT` where the checkout travelled without its history (the GPU machine), else the checked-out one
+(benchmarks/provenance.py).
 """
 
 import datetime
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+
+from benchmarks.provenance import git_commit
 
 BENCHMARKS = ("overhead", "gpu_defaults")
 
@@ -26,18 +28,13 @@ def machine() -> dict:
         driver = subprocess.run(query, capture_output=True, text=True, check=False).stdout.strip() or None
     return {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "commit": os.environ.get("COMMIT") or git_commit(),
+        "commit": git_commit(),
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "driver": driver,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
     }
-
-
-def git_commit() -> str | None:
-    result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-    return result.stdout.strip() or None
 
 
 def steps(folder: Path) -> dict:

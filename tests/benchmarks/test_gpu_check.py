@@ -48,7 +48,9 @@ def test_the_rehearsal_runs_every_step_and_writes_one_json_of_figures(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     figures = json.loads((tmp_path / "figures.json").read_text())
-    assert figures["machine"]["device"] == "cpu" and re.fullmatch(r"[0-9a-f]{40}", figures["machine"]["commit"])
+    assert figures["machine"]["device"] == "cpu" and re.fullmatch(
+        r"[0-9a-f]{40}( \(with uncommitted changes\))?", figures["machine"]["commit"]
+    )
     assert {name: step["exit"] for name, step in figures["steps"].items()} == {
         "gpu_tests": 0,
         "overhead": 0,

@@ -1,6 +1,7 @@
 """`last.ckpt` at an interval, at every epoch end and on preemption, with the one before kept as `previous.ckpt`."""
 
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from typing_extensions import override
 
-from trainrig.resume.preemption import Preempted, StopSignals, clear_stop_request
+from trainrig.resume.preemption import AgreedFlags, Preempted, StopSignals, clear_stop_request
 from trainrig.resume.sharded import replace_path
 
 LAST_NAME, PREVIOUS_NAME = "last.ckpt", "previous.ckpt"
@@ -20,9 +21,11 @@ LAST_NAME, PREVIOUS_NAME = "last.ckpt", "previous.ckpt"
 class ResumableCheckpoint(ModelCheckpoint):
     """The checkpoint `--ckpt_path last` resumes from.
 
-    Writes `last.ckpt` every `every_n_train_steps` steps or `train_time_interval` of training (one of them; the
-    time is rank 0's, broadcast), at the end of every training epoch, and when SIGTERM or SIGINT reaches any rank:
-    then every rank saves at the next step boundary and exits with status 143. Before `last.ckpt` is replaced,
+    Writes `last.ckpt` every `every_n_train_steps` steps or `train_time_interval` of training (one of them), at the
+    end of every training epoch, and when SIGTERM or SIGINT reaches any rank: then every rank saves at the same step
+    and exits with status 143. With several processes, a stop request and a rank's clock passing the interval reach
+    every rank one step later (`AgreedFlags`), instead of through collectives that every step waits for (Lightning's
+    `ModelCheckpoint` broadcasts rank 0's clock at every step). Before `last.ckpt` is replaced,
     the file it replaces stays as `previous.ckpt` (a hard link, no copy), the fallback when `last.ckpt` turns out
     to be damaged. Selecting the best model by a metric is a separate `ModelCheckpoint`.
 
@@ -56,7 +59,11 @@ class ResumableCheckpoint(ModelCheckpoint):
             save_on_train_epoch_end=True,
             enable_version_counter=False,
         )
+        self._steps_between_saves = every_n_train_steps or 0
+        self._seconds_between_saves = train_time_interval.total_seconds() if train_time_interval is not None else None
+        self._last_save_time = 0.0  # set when training starts
         self._stop_signals = StopSignals()
+        self._agreed = AgreedFlags()  # [stop requested, save interval passed] on any rank
         self._stop: str | None = None  # "now" or "after epoch" once a stop signal reached any rank
         self._saved_for_stop = False
         self._plateau_step_due: dict | None = None  # from a resumed epoch-end checkpoint: {"epoch", "monitored"}
@@ -72,6 +79,8 @@ class ResumableCheckpoint(ModelCheckpoint):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Lightning installs its own handlers when the run starts; this comes later and replaces them.
         self._stop_signals.install()
+        self._agreed.open(trainer.world_size)
+        self._last_save_time = time.monotonic()
         due, self._plateau_step_due = self._plateau_step_due, None
         if due is not None and trainer.current_epoch == due["epoch"] + 1:
             step_plateau_schedulers(trainer, pl_module, due["epoch"], due["monitored"])
@@ -88,20 +97,33 @@ class ResumableCheckpoint(ModelCheckpoint):
     @override
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         self._stop_signals.restore()
+        self._agreed.close()
         clear_stop_request()
 
     @override
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:
-        if self._stop is None and self._stop_signals.requested_on_any_rank(trainer.strategy):
+        if self._stop is not None:
+            return
+        last_batch = trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
+        stop, interval_passed = self._agreed.receive(self._local_flags(), settle=last_batch)
+        if stop:
             # After an epoch's last batch come validation and the epoch's end; the checkpoint that follows them
             # keeps what they change (a plateau scheduler, the best score). A long validation delays the stop.
-            self._stop = "after epoch" if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch else "now"
-        if self._stop == "now":
-            self._save_and_report(trainer)
+            self._stop = "after epoch" if last_batch else "now"
+            if self._stop == "now":
+                self._save_and_report(trainer)
             return
-        if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+        if last_batch:
             return  # the epoch's end saves once validation and every epoch-end update are done
-        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        steps_due = self._steps_between_saves > 0 and trainer.global_step % self._steps_between_saves == 0
+        if interval_passed or steps_due:
+            self.save_resume_point(trainer)
+        self._agreed.send(self._local_flags())  # after the save, which restarts the interval
+
+    def _local_flags(self) -> list[bool]:
+        """This process's [stop requested, save interval passed], for `AgreedFlags`."""
+        interval, since_save = self._seconds_between_saves, time.monotonic() - self._last_save_time
+        return [self._stop_signals.received is not None, interval is not None and since_save >= interval]
 
     # A stop raises in the next hook, once Lightning has logged the step the checkpoint ends with.
     @override
@@ -158,6 +180,7 @@ class ResumableCheckpoint(ModelCheckpoint):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
         finally:
             self._plateau_step_due = None
+        self._last_save_time = time.monotonic()
 
     @override
     def _save_checkpoint(self, trainer: Trainer, filepath: str) -> None:

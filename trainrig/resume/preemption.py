@@ -1,10 +1,11 @@
-"""SIGTERM (a pod or node being reclaimed) or SIGINT (Ctrl-C) becomes: every rank checkpoints at the next step, then
-exits 143."""
+"""SIGTERM (a pod or node being reclaimed) or SIGINT (Ctrl-C) becomes: every rank checkpoints at the same step, the
+next one (one process) or the one after (several), then exits 143."""
 
 import signal
 import threading
 
-from lightning.pytorch.strategies import Strategy
+import torch
+from torch import distributed
 
 from trainrig.errors import exit_status
 
@@ -48,12 +49,12 @@ def restore_handlers(previous: dict) -> None:
 
 
 class StopSignals:
-    """While training runs, SIGTERM and SIGINT request a stop, which all ranks agree on at the same step.
+    """While training runs, SIGTERM and SIGINT request a stop.
 
     A signal reaches one rank (a pod's process, the launching process) or all of them (Ctrl-C in a terminal);
-    `requested_on_any_rank` turns either case into the same decision everywhere. Lightning's own SIGTERM handler
-    broadcasts from rank 0 inside the handler, which misses a signal sent to another rank (Lightning issue #20806),
-    so it is replaced while training runs and restored afterwards.
+    `AgreedFlags` turns either case into the same decision at the same step everywhere. Lightning's own SIGTERM
+    handler broadcasts from rank 0 inside the handler, which misses a signal sent to another rank (Lightning issue
+    #20806), so it is replaced while training runs and restored afterwards.
     Where training does not run on the main thread (a launcher's task), the launcher installs the handlers and
     forwards stop requests itself.
     """
@@ -74,6 +75,60 @@ class StopSignals:
     def received(self) -> signal.Signals | None:
         return received_stop()
 
-    def requested_on_any_rank(self, strategy: Strategy) -> bool:
-        """One collective per call: every rank must call it at the same step."""
-        return strategy.reduce_boolean_decision(received_stop() is not None, all=False)
+
+class AgreedFlags:
+    """Flags that any rank may raise at any step (a stop request, a checkpoint due), seen by every rank at the same
+    step, without a collective that every step waits for.
+
+    One process sees its flags at once. Several exchange them in the background: `send` at the end of one step
+    starts a MAX all_reduce of the flags, and `receive` at the end of the next step reads it, so every rank sees the
+    flags raised anywhere up to a step one step later, the same step on every rank. By then every rank has sent the
+    round (the step in between has collectives of its own, which no rank passes alone), so reading it waits for
+    nothing. The flags are a CPU tensor exchanged over a gloo group of their own: no device stream is synchronized
+    (a GPU run trains on nccl), and no training collective queues behind them. `receive(settle=True)` also exchanges
+    the flags raised until now, blocking: at an epoch's last batch, so that a flag raised in an epoch is acted on
+    before validation and the epoch's end, as with one process.
+    """
+
+    def __init__(self) -> None:
+        self._group = None
+        self._pending: tuple[distributed.Work, torch.Tensor] | None = None
+
+    def open(self, world_size: int) -> None:
+        """Every rank at the same point (creating the group is collective)."""
+        self.close()
+        if world_size > 1:
+            self._group = distributed.new_group(backend="gloo")
+
+    def close(self) -> None:
+        """Waits for the round in flight, which every rank sent, and frees the group."""
+        if self._pending is not None:
+            self._pending[0].wait()
+            self._pending = None
+        if self._group is not None and distributed.is_initialized():
+            distributed.destroy_process_group(self._group)
+        self._group = None
+
+    def receive(self, local: list[bool], settle: bool = False) -> list[bool]:
+        """The flags raised on any rank: `local` itself with one process; with several, those sent a step ago, and
+        with `settle` also `local`, exchanged now. Every rank calls it at the same steps with the same `settle`."""
+        if self._group is None:
+            return local
+        agreed = torch.zeros(len(local))
+        if self._pending is not None:
+            work, agreed = self._pending
+            work.wait()
+            self._pending = None
+        if settle:
+            now = torch.tensor(local, dtype=torch.float32)
+            distributed.all_reduce(now, op=distributed.ReduceOp.MAX, group=self._group)
+            agreed = torch.maximum(agreed, now)
+        return [bool(flag) for flag in agreed.tolist()]
+
+    def send(self, local: list[bool]) -> None:
+        """Starts the round that the next `receive` reads; every rank calls it at the same steps."""
+        if self._group is None:
+            return
+        flags = torch.tensor(local, dtype=torch.float32)
+        work = distributed.all_reduce(flags, op=distributed.ReduceOp.MAX, group=self._group, async_op=True)
+        self._pending = (work, flags)

@@ -93,6 +93,17 @@ PLATEAU = {
 }
 
 
+def stopped_at(step: int, processes: int, steps_per_epoch: int) -> int:
+    """The step at which a run stops, every rank saving `last.ckpt`, when a stop request reaches a rank at `step`.
+
+    Several processes exchange their requests in the background, to read them a step later
+    (trainrig/resume/preemption.py), but settle them at an epoch's last step, whose stop then comes after validation
+    and the epoch's end; one process stops at the step the request came in."""
+    if processes == 1 or step % steps_per_epoch == 0:
+        return step
+    return step + 1
+
+
 def write_settings(directory: Path, shapes_root: Path) -> Path:
     """The tiny MLP (tests/helpers/mlp/tiny_mlp.py), deterministic, with its own optimizer (Adam) and a scheduler."""
     return tiny_mlp.write_settings(

@@ -9,7 +9,8 @@ deletes the one before), a plateau scheduler that halves the learning rate after
 improve it. Each fault hits a step drawn from the first epoch's last step (before its validation) to the
 second's, named in the test's id: drawn from the commit checked out, so each commit hits other steps and a rerun
 repeats its draw (set RESUME_TEST_SEED to draw otherwise). A stopped run and its resume are the
-same command, as a user reruns it: the fault is a callback that fires once (`once_marker`).
+same command, as a user reruns it: the fault is a callback that fires once (`once_marker`). A SIGTERM or SIGINT
+stops one process at the step it came in; several processes learn of it a step later (`stopped_at`).
 """
 
 import hashlib
@@ -34,6 +35,7 @@ from tests.helpers.mlp.resume_runs import (
     mlp_args,
     run,
     run_ok,
+    stopped_at,
     write_settings,
 )
 from tests.helpers.ran import assert_ran_as
@@ -81,17 +83,18 @@ def test_stopped_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stra
         settings, tmp_path, strategy, *fault(step, stop, rank, whole_group=stop == "SIGKILL", once=tmp_path / "fired")
     )
 
+    stop_step = stopped_at(step, RANKS[strategy], STEPS_PER_EPOCH[strategy])
     code, output = run(command)
     if stop == "SIGTERM":
         assert code == 143, f"{context}\n{output[-3000:]}"
-        assert f"preempted at step {step}" in output, context
+        assert f"preempted at step {stop_step} " in output, f"{context}\n{output[-3000:]}"
     else:
         assert code == -9, f"{context}\n{output[-3000:]}"
 
     output = run_ok([*command, "--ckpt_path", "last"])
     # A kill loses the steps since the last checkpoint: every 2 steps and at epoch ends, which come after validation;
     # the one due at `step` comes after the kill.
-    expected_step = step if stop == "SIGTERM" else (step - 1) - (step - 1) % 2
+    expected_step = stop_step if stop == "SIGTERM" else (step - 1) - (step - 1) % 2
     assert f"(step {expected_step})" in output, f"{context}\n{output[-3000:]}"
     assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], (
         "a resumed job keeps one run directory"
@@ -132,11 +135,12 @@ def test_torchrun_restarts_a_killed_worker_and_the_job_ends_with_the_uninterrupt
 
 
 def test_sigint_to_the_launching_process_stops_every_rank_with_a_checkpoint(settings, tmp_path):
+    stop_step = stopped_at(5, RANKS["ddp"], STEPS_PER_EPOCH["ddp"])
     code, output = run(mlp_args(settings, tmp_path, "ddp", *fault(5, "SIGINT", rank=0)))
     assert code == 143, output[-3000:]
-    assert "preempted at step 5 by SIGINT" in output
+    assert f"preempted at step {stop_step} by SIGINT" in output, output[-3000:]
     checkpoint = torch.load(next(tmp_path.rglob("last.ckpt")), map_location="cpu", weights_only=False)
-    assert checkpoint["global_step"] == 5
+    assert checkpoint["global_step"] == stop_step
 
 
 def test_checkpoint_of_an_empty_experiment_starts_fresh_and_says_so(settings, tmp_path):

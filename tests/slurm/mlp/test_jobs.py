@@ -78,9 +78,10 @@ def test_two_node_model_parallel_job_equals_the_one_host_run(cluster, one_host_r
 
 
 def test_scontrol_requeue_mid_epoch_continues_the_run_exactly(cluster, one_host_run, tmp_path):
-    """`scontrol requeue` at step 4 (epoch 2 of 2, mid-epoch): SLURM sends the tasks SIGTERM, they save last.ckpt
-    and exit 143, SLURM runs the script again with SLURM_RESTART_COUNT=1, and it continues in the same run
-    directory, which ends as the uninterrupted run's. A later, new sbatch of the same script is a new run."""
+    """`scontrol requeue` at step 4 (epoch 2 of 2, mid-epoch): SLURM sends the tasks SIGTERM, they save last.ckpt at
+    step 5 (two processes settle a stop request a step later: trainrig/resume/preemption.py) and exit 143, SLURM
+    runs the script again with SLURM_RESTART_COUNT=1, and it continues in the same run directory, which ends as the
+    uninterrupted run's. A later, new sbatch of the same script is a new run."""
     requeue = ["--trainer.callbacks+=tests.slurm.mlp.events.RequeueAtStep", "--trainer.callbacks.step", "4"]
     requeue += ["--trainer.callbacks.once_marker", str(tmp_path / "requeued")]
     script = write_script(tmp_path, *TWO_NODES, "--", *mlp_overrides(tmp_path / "slurm", *TWO_EPOCHS, *requeue))
@@ -88,9 +89,9 @@ def test_scontrol_requeue_mid_epoch_continues_the_run_exactly(cluster, one_host_
     fields = finished_job(cluster, script, job_id)
     log = job_log(script, job_id)
     assert fields["Restarts"] == "1", log[-3000:]
-    assert "DUE TO JOB REQUEUE" in log and "preempted at step 4 by SIGTERM" in log, log[-3000:]
+    assert "DUE TO JOB REQUEUE" in log and "preempted at step 5 by SIGTERM" in log, log[-3000:]
     assert log.count("Exited with exit code 143") == 2, log[-3000:]  # both tasks, preempted
-    assert "resume: continuing from" in log and "(step 4)" in log, log[-3000:]
+    assert "resume: continuing from" in log and "(step 5)" in log, log[-3000:]
     assert "SLURM auto-requeueing enabled" not in log and not list((tmp_path / "slurm").rglob("hpc_ckpt*"))
     resumed = RunDirectory.only_one_under(tmp_path / "slurm")
     assert_same_run_directory(resumed, one_host_run(*TWO_EPOCHS))

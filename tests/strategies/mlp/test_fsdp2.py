@@ -268,7 +268,8 @@ def test_a_stopped_fsdp2_run_resumes_to_the_uninterrupted_run_directory(
     code, output = resume_runs.run(command)
     assert code == (143 if stop == "SIGTERM" else -9), f"{context}\n{output[-3000:]}"
     output = resume_runs.run_ok([*command, "--ckpt_path", "last"])
-    expected_step = step if stop == "SIGTERM" else (step - 1) - (step - 1) % 2
+    # 2 processes, 4 steps an epoch
+    expected_step = resume_runs.stopped_at(step, 2, 4) if stop == "SIGTERM" else (step - 1) - (step - 1) % 2
     assert f"(step {expected_step})" in output, f"{context}\n{output[-3000:]}"
     resume_runs.assert_same_run(tmp_path, uninterrupted_fsdp2, context)
     assert_ran_as(tmp_path, strategy="FSDP2Strategy", processes=2, data_parallel=2, tensor_parallel=1)
