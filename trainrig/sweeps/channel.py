@@ -10,6 +10,8 @@ import os
 import time
 from pathlib import Path
 
+from trainrig.errors import UserInputError
+
 REPORTS = "reports.jsonl"
 PRUNE, CONTINUE = "prune", "continue"
 POLL_S = 0.05
@@ -63,8 +65,18 @@ class DriverSide:
             reports.seek(self._offset)
             text = reports.read()
         complete = text[: text.rfind("\n") + 1]  # a line being written is read next time
+        reports = []
+        for line in complete.splitlines():
+            try:
+                report = json.loads(line)
+                reports.append((int(report["step"]), float(report["value"])))
+            except (ValueError, KeyError, TypeError) as error:
+                raise UserInputError(
+                    f"{path} holds {line[:60]!r}, not a report ({error}); delete the file to go on without the reports "
+                    "it holds"
+                ) from None
         self._offset += len(complete)
-        return [(int(line["step"]), float(line["value"])) for line in map(json.loads, complete.splitlines())]
+        return reports
 
     def decide(self, step: int, prune: bool) -> bool:
         """Write the decision for `step` unless one was written before (a resumed trial validating that step again);

@@ -52,19 +52,28 @@ class RunningTrial:
 
 def open_study(options: SweepOptions, name: str, sweep_dir: Path, space: dict) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = options.storage
-    if storage is None:
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
+    storage = options.storage if options.storage is not None else journal(sweep_dir / "study.journal")
+    sampler, pruner = _sampler(options, space), _pruner(options)
+    try:  # a study to continue, opened without a write (create_study would log a second creation first)
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
+    except KeyError:  # none of that name yet
+        return optuna.create_study(
+            study_name=name, storage=storage, sampler=sampler, pruner=pruner, direction=options.direction
+        )
 
-        storage = JournalStorage(JournalFileBackend(str(sweep_dir / "study.journal")))
-    return optuna.create_study(
-        study_name=name,
-        storage=storage,
-        sampler=_sampler(options, space),
-        pruner=_pruner(options),
-        direction=options.direction,
-        load_if_exists=True,
-    )
+
+def journal(path: Path) -> "optuna.storages.JournalStorage":
+    """The study's journal, read whole (Optuna replays it when it opens it); a damaged one is a one-line error. Optuna
+    skips a last line cut short by a crash, not one in the middle."""
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    try:
+        return JournalStorage(JournalFileBackend(str(path)))
+    except (ValueError, KeyError, TypeError) as error:  # undecodable JSON or bytes, or a record missing its fields
+        raise UserInputError(
+            f"{path} is not a readable Optuna journal ({type(error).__name__}: {error}); restore it from a copy, or "
+            "move it away to start the study again"
+        ) from None
 
 
 def _sampler(options: SweepOptions, space: dict) -> optuna.samplers.BaseSampler:
@@ -202,11 +211,13 @@ class Driver:
         # Optuna has no public way from a FrozenTrial to the live Trial that report() and tell() take.
         run = self._prepared(optuna.Trial(self.study, frozen._trial_id), frozen.intermediate_values)
         run.seconds = frozen.user_attrs.get(SECONDS, 0.0)
+        self._read_reports(run)  # what it reported since the study last heard: a damaged channel stops here
         say(f"trial {frozen.number} was interrupted; it continues from its last checkpoint")
         return run
 
     def _prepared(self, trial: optuna.Trial, reported: dict) -> RunningTrial:
         directory = self.sweep_dir / f"trial_{trial.number}"
+        trials.private_folder(directory)
         channel = self.placement.channel(f"sweep-{self.study.study_name}-trial-{trial.number}", directory)
         run = RunningTrial(trial, directory, channel, port=0)
         run.reported = set(reported)

@@ -30,12 +30,12 @@ def run_sweep(options: SweepOptions, cli: Path, training_arguments: list[str]) -
     name = options.name or logging.default_name
     sweep_dir = logging.sweep_dir(name)
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    study = open_study(options, name, sweep_dir, space)  # first: a damaged journal stops it before it writes
     base_path = sweep_dir / "base.yaml"
     if base_path.exists() and base_path.read_text() != base_text:
         say(f"the training config differs from the one in {base_path}; trials from now on use the new one")
     base_path.write_text(base_text)
     (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False))
-    study = open_study(options, name, sweep_dir, space)
     say(f"study {name} in {options.storage or sweep_dir / 'study.journal'}: {len(study.trials)} trial(s) so far")
     Driver(options, cli, study, space, base_path, sweep_dir, logging, trial_placement(options, base, base_path)).run()
     write_results(study, base, sweep_dir, options.metric)

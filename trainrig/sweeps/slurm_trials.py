@@ -39,6 +39,7 @@ from trainrig.errors.exit_status import KILLED
 from trainrig.launch.arguments import SEPARATOR
 from trainrig.launch.strategy import strategy_arguments
 from trainrig.slurm.sbatch import MASTER_PORT_LINE, launcher_arguments, parse_request
+from trainrig.sweeps import trials
 from trainrig.sweeps.channel import DriverSide
 from trainrig.sweeps.driver import say
 from trainrig.sweeps.trials import JOB_VARIABLES, LOG
@@ -48,6 +49,7 @@ __all__ = ["SlurmTrial", "SlurmTrials", "run_task"]
 JOB_ID = "slurm_job"  # the trial's latest job id, for a driver started again
 SUBMITIT = "submitit"  # submitit's folder in the trial's: batch scripts, pickled task, results, task logs
 STATE_CHECK_S = 5.0  # how often `sacct` is asked about a job whose tasks left no result yet
+JOB_ID_TEXT = re.compile(r"[0-9]+")  # what submitit's submit returns for a job that is no array
 FAILED_STATES = ("FAILED",)  # a job that could not run the wrapper at all; anything else that ended it killed it
 # The batch-script generator's flags, as the sweep section spells them, for its error messages.
 SWEEP_FLAGS = {
@@ -117,11 +119,12 @@ class SlurmTrials:
         if earlier is not None:
             say(f"{directory.name}: SLURM job {earlier.job.job_id} still runs; watching it")
             return earlier
-        directory.mkdir(parents=True, exist_ok=True)
+        trials.private_folder(directory / SUBMITIT)  # before submitit makes it after the umask
         executor = submitit.SlurmExecutor(folder=directory / SUBMITIT)  # tasks run this Python
         executor.update_parameters(job_name=f"{directory.parent.name}-{directory.name}", **self.parameters)
         job = executor.submit(run_task, [sys.executable, str(cli), "fit", *arguments], str(directory / LOG))
         (directory / JOB_ID).write_text(job.job_id)
+        (directory / JOB_ID).chmod(0o600)  # `check_only_mine` reads it, whatever the umask
         say(f"{directory.name}: SLURM job {job.job_id} submitted ({self.request.nodes} node(s))")
         return SlurmTrial(job, directory)
 
@@ -132,8 +135,12 @@ class SlurmTrials:
         path = directory / JOB_ID
         if not path.exists():
             return None
+        trials.check_only_mine(directory, path)  # the job the driver would cancel, and whose results it would read
+        job_id = path.read_text()
+        if not JOB_ID_TEXT.fullmatch(job_id):
+            raise UserInputError(f"{path} holds {job_id[:40]!r}, not a SLURM job id; delete it if no job of it runs")
         tasks = range(self.request.processes)
-        job = submitit.SlurmJob(folder=directory / SUBMITIT, job_id=path.read_text(), tasks=tasks)
+        job = submitit.SlurmJob(folder=directory / SUBMITIT, job_id=job_id, tasks=tasks)
         trial = SlurmTrial(job, directory)
         return None if trial.job.done(force_check=True) else trial
 
@@ -149,14 +156,14 @@ class SlurmTrial:
     def poll(self) -> int | None:
         tasks = [self.job.task(task) for task in range(self.job.num_tasks)]
         if all(task.paths.result_pickle.exists() for task in tasks):
-            return _exit_status(tasks)
+            return self._exit_status(tasks)
         if time.monotonic() - self._checked_at < STATE_CHECK_S:
             return None
         self._checked_at = time.monotonic()
         if not self.job.done(force_check=True):
             return None
         if all(task.paths.result_pickle.exists() for task in tasks):  # written since
-            return _exit_status(tasks)
+            return self._exit_status(tasks)
         state = self.job.state
         with (self.directory / LOG).open("a") as log:
             log.write(f"SLURM job {self.job.job_id} ended {state} without every task's exit status\n")
@@ -168,16 +175,17 @@ class SlurmTrial:
             self.job.cancel(check=False)
             self.cancelled = True
 
-
-def _exit_status(tasks: list[submitit.SlurmJob]) -> int:
-    """The first task's (by rank) non-zero status, else 0; a wrapper that failed itself counts as 1."""
-    statuses = []
-    for task in tasks:
-        try:
-            statuses.append(task.result())
-        except submitit.core.utils.FailedJobError:
-            statuses.append(1)
-    return next((status for status in statuses if status), 0)
+    def _exit_status(self, tasks: list[submitit.SlurmJob]) -> int:
+        """The first task's (by rank) non-zero status, else 0; a wrapper that failed itself counts as 1. submitit
+        unpickles each result: only from a trial folder that no other user can write."""
+        statuses = []
+        for task in tasks:
+            trials.check_only_mine(self.directory, task.paths.result_pickle)
+            try:
+                statuses.append(task.result())
+            except submitit.core.utils.FailedJobError:
+                statuses.append(1)
+        return next((status for status in statuses if status), 0)
 
 
 def run_task(command: list[str], log: str) -> int:
@@ -185,6 +193,11 @@ def run_task(command: list[str], log: str) -> int:
     (as a shell reports it: 128 + the signal that killed it). Runs on the job's node, in the submitting directory."""
     # The job's own MASTER_PORT stays; variables of a job the driver itself ran in go.
     environment = {key: value for key, value in os.environ.items() if key == "MASTER_PORT" or key not in JOB_VARIABLES}
+    # submitit pickles what this returns, in this process: into a file no other user may write, or the driver refuses
+    # to read it (`check_only_mine`). The training keeps the user's umask.
+    umask = os.umask(0o022)
+    os.umask(umask | 0o022)
     with open(log, "ab") as output:
-        status = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=environment).returncode
+        command_run = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=environment, umask=umask)
+    status = command_run.returncode
     return 128 - status if status < 0 else status

@@ -1,17 +1,30 @@
 """One trial as a process group: `cli.py fit` with the trial's overrides, its own MASTER_PORT and log file, stopped
-with the driver."""
+with the driver.
+
+A trial's folder is the user's own: the driver makes it so that only the user can enter it, and reads what decides
+which process it signals (`pid`) or what it unpickles (a SLURM trial's result) only while no other user can have
+written it.
+"""
 
 import ctypes
+import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from trainrig.errors import UserInputError
+
 LOG = "trial.log"
-PID = "pid"
+PID = "pid"  # {"pid", "started"}: the trial's process (its own group's leader) and its start time
+# Fields of /proc/PID/stat counted from the state (field 3 in proc(5)): the process group (5) and the start time in
+# clock ticks since boot (22), which no clock adjustment changes.
+STATE, GROUP, STARTED = 0, 2, 19
+PRIVATE = 0o700  # what the driver makes of a trial folder: the user's alone, whatever the umask
 # Variables of an enclosing distributed job, which would make a trial join it instead of starting its own.
 JOB_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE")
 PR_SET_PDEATHSIG = 1
@@ -23,7 +36,6 @@ def start(cli: Path, arguments: list[str], directory: Path, port: int) -> subpro
     trials with SIGTERM)."""
     environment = {key: value for key, value in os.environ.items() if key not in JOB_VARIABLES}
     environment["MASTER_PORT"] = str(port)
-    directory.mkdir(parents=True, exist_ok=True)
     with (directory / LOG).open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, str(cli), "fit", *arguments],
@@ -33,8 +45,37 @@ def start(cli: Path, arguments: list[str], directory: Path, port: int) -> subpro
             start_new_session=True,
             preexec_fn=_stop_with_driver,
         )
-    (directory / PID).write_text(str(process.pid))
+    # The start time tells this process from a later one given the same id once it has gone (none without /proc).
+    fields = _stat(process.pid)
+    record = {"pid": process.pid, "started": int(fields[STARTED]) if fields else None}
+    (directory / PID).write_text(json.dumps(record))
+    (directory / PID).chmod(0o600)
     return process
+
+
+def private_folder(directory: Path) -> None:
+    """Make a folder only the user can enter, whatever the umask; one that exists keeps its mode, for
+    `check_only_mine` to judge."""
+    directory.mkdir(mode=PRIVATE, parents=True, exist_ok=True)
+
+
+def check_only_mine(directory: Path, path: Path) -> None:
+    """Refuse `path` in the trial folder `directory` unless no other user can have written it: the folder, each one
+    below it down to `path`, and `path` belong to this user and are not writable by group or others. A planted file
+    there would choose the process the driver kills, or run code when it is unpickled."""
+    relative = path.relative_to(directory).parts
+    for part in (directory / Path(*relative[:length]) for length in range(len(relative) + 1)):
+        info = part.stat()
+        if info.st_uid != os.getuid():
+            raise UserInputError(
+                f"{part} belongs to another user (uid {info.st_uid}); a sweep reads a trial's folder only if it is "
+                "yours: move it away"
+            )
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UserInputError(
+                f"{part} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); a sweep reads a trial's "
+                f"folder only if no one else can write it: chmod go-w {part}"
+            )
 
 
 def _stop_with_driver() -> None:
@@ -58,22 +99,39 @@ def wait_for_earlier_process(directory: Path) -> None:
     pid_file = directory / PID
     if not pid_file.exists():
         return
-    pid = int(pid_file.read_text())
+    check_only_mine(directory, pid_file)
+    try:
+        record = json.loads(pid_file.read_text())
+        pid, started = int(record["pid"]), int(record["started"])
+    except (ValueError, KeyError, TypeError):  # not a record of this driver's, or no /proc: no process to wait for
+        return
     deadline = time.monotonic() + OLD_PROCESS_WAIT_S
-    while _runs_trial(pid, directory):
+    while _runs_trial(pid, started, directory):
         if time.monotonic() > deadline:
             os.killpg(pid, signal.SIGKILL)
             return
         time.sleep(0.2)
 
 
-def _runs_trial(pid: int, directory: Path) -> bool:
+def _runs_trial(pid: int, started: int, directory: Path) -> bool:
+    """Whether `pid` is still the trial's process: the one started then (not a later process given its id), the
+    leader of its own process group (the group the driver kills), running the trial's command."""
+    fields = _stat(pid)
+    if fields is None or fields[STATE] == "Z" or int(fields[STARTED]) != started or int(fields[GROUP]) != pid:
+        return False
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return False
-    return status != "Z" and f"{directory}/".encode() in command
+    return f"{directory}/".encode() in command
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat from the state on (the command name before it may hold spaces), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
 
 
 def free_port(taken: set[int]) -> int:
