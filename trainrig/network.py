@@ -1,21 +1,31 @@
-"""The network interface a rank's collectives use, chosen so that ranks on several machines reach each other.
+"""Where a run's ranks meet: the network interface their collectives use, chosen so that ranks on several machines
+reach each other, and the address rank 0's rendezvous store listens on, the one the ranks meet at, not every address.
 
 gloo binds the address the host name resolves to, and on stock Debian/Ubuntu that is a loopback address
 (127.0.1.1): across machines every rank then waits out the rendezvous timeout. Unless GLOO_SOCKET_IFNAME or
 NCCL_SOCKET_IFNAME is set, a rank of a job that spans machines uses the interface that reaches the rendezvous
 address (MASTER_ADDR, as torchrun, a cluster operator or a launcher set it: the machine of global rank 0). All
 launch paths go through `cli.run`, which applies this for the duration of the run.
+
+torch's store (a TCPStore on MASTER_PORT, in global rank 0's process) listens on every address of its machine, and
+it takes any client that connects: every process on the machine, and every machine that reaches it. Here it listens
+on the address MASTER_ADDR resolves to, loopback for a job on one machine (see `_store_bound`).
 """
 
+import importlib
 import ipaddress
 import os
 import socket
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import psutil
+from torch.distributed import TCPStore
+from torch.distributed.constants import default_pg_timeout
 
 from trainrig.errors import lost_peer, one_line
 
@@ -54,8 +64,9 @@ def chosen_interface(environ: Mapping[str, str]) -> str | None:
 
 @contextmanager
 def rendezvous_network() -> Iterator[None]:
-    """The whole run: the interface chosen for it, and a process group that cannot form reported as one line."""
-    with _interface_chosen():
+    """The whole run: the interface chosen for it, its rendezvous store listening only where the ranks meet, and a
+    process group that cannot form reported as one line."""
+    with _interface_chosen(), _store_bound():
         try:
             yield
         except Exception as error:
@@ -81,6 +92,87 @@ def _interface_chosen() -> Iterator[None]:
         if interface is not None:
             for name in unset:
                 os.environ.pop(name, None)
+
+
+@contextmanager
+def _store_bound() -> Iterator[None]:
+    """During a run, rank 0's rendezvous store listens on one address (`_store_address`), not on every address.
+
+    Every strategy here forms its process group through torch's `env://` rendezvous (Lightning's
+    `_init_dist_connection`), whose handler gives the store no address to listen on: torch then binds the wildcard
+    (`uv_ip6_addr("::", port, ...)` in `makeWithPort`, torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp; the
+    older backend's `Socket::listen(port)` alike). A store made with `master_listen_fd` serves on a socket bound
+    beforehand instead. So ahead of that handler, in rank 0's process, a store server starts on a socket bound to
+    the one address, on MASTER_PORT; the handler's own store is multi-tenant (`_create_c10d_store`), and a
+    multi-tenant store on a port whose server this process already runs takes that server over rather than binding
+    again. Restored after the run: a launcher's worker process may run the next job with another master.
+    """
+    # No public way to wrap a registered scheme's handler (trainrig/resume/torchrun_restarts.py wraps it too).
+    handlers = importlib.import_module("torch.distributed.rendezvous")._rendezvous_handlers
+    env_handler = handlers["env"]
+
+    def bound_store(url: str, timeout: timedelta = default_pg_timeout, **kwargs):
+        server = _store_server(url, timeout)
+        stores = env_handler(url, timeout=timeout, **kwargs)
+        first = next(stores)
+        del server  # the handler's store holds the server now
+        yield first
+        yield from stores
+
+    handlers["env"] = bound_store
+    try:
+        yield
+    finally:
+        handlers["env"] = env_handler
+
+
+def _store_server(url: str, timeout: timedelta) -> TCPStore | None:
+    """The store server of the `env://` rendezvous at `url`, started on a socket bound to `_store_address`; None in
+    every process but rank 0 (a client), under torchrun's agent (the agent serves the store) and where torch's own
+    listener on every address is needed."""
+    rank = parse_qs(urlparse(url).query).get("rank", [os.environ.get("RANK")])[0]
+    if rank != "0" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or "MASTER_PORT" not in os.environ:
+        return None
+    address = _store_address(os.environ)
+    if address is None:
+        return None
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        listener = socket.create_server((address, int(os.environ["MASTER_PORT"])), family=family)
+    except OSError:
+        # Not an address of this machine (a name for a virtual or translated address): only the wildcard serves.
+        # Or the port is taken: torch's own bind then reports it as it always has.
+        return None
+    with listener:
+        server = TCPStore(
+            address,
+            listener.getsockname()[1],
+            is_master=True,
+            timeout=timeout,
+            wait_for_workers=False,
+            multi_tenant=True,
+            master_listen_fd=listener.fileno(),
+        )
+        listener.detach()  # the store closes the socket with its server
+    return server
+
+
+def _store_address(environ: Mapping[str, str]) -> str | None:
+    """The address the ranks reach rank 0's store at: MASTER_ADDR resolved as the store's clients resolve it (first
+    answer first). None where no one address may serve every rank: a name that resolves to loopback on rank 0's
+    machine. The job may span machines (a SLURM node's or a pod's own host name on stock Debian/Ubuntu, "localhost"
+    on a Kubeflow master), which reach it by its outward address while rank 0's own client connects by the name, to
+    loopback; whether it does, not every launcher says in the environment (SLURM's tasks carry no WORLD_SIZE)."""
+    master = environ.get("MASTER_ADDR")
+    if not master:
+        return None
+    try:
+        address = socket.getaddrinfo(master, None, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        return None  # the rendezvous itself reports an unknown master
+    if ipaddress.ip_address(address).is_loopback and not _is_address(master):
+        return None
+    return address
 
 
 def _process_group_formed() -> bool:

@@ -102,6 +102,11 @@ def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=None,
+                # Over tcp:// any process on this machine, another user's too, could connect and run code in the
+                # workers (`client.run`). Credentials made for this cluster alone, held in memory by this process and
+                # handed to the scheduler and to each nanny, which gives them to every worker it starts (a
+                # replacement too), make it tls:// and refuse a client that has none or others.
+                security=Security.temporary(),
                 # The client reports a failed task itself, in one line; the workers' own error logs would repeat it.
                 silence_logs=logging.CRITICAL,
                 env={"OMP_NUM_THREADS": threads_per_rank, "MKL_NUM_THREADS": threads_per_rank},

@@ -79,7 +79,7 @@ def test_a_stalled_rank_fails_the_run_after_the_timeout_instead_of_hanging(tmp_p
     assert re.search(
         r"rank 0 \(Dask worker \S+, pid \d+\) failed: RuntimeError: .*Timed out waiting 15000ms", report
     ), report
-    assert re.search(r"still running: rank 1 \(Dask worker tcp://\S+\)$", report), report
+    assert re.search(r"still running: rank 1 \(Dask worker tls://\S+\)$", report), report
 
 
 @pytest.mark.timeout(240)
