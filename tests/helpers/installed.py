@@ -18,23 +18,25 @@ from pathlib import Path
 from tests.helpers import ROOT
 
 # What a build reads besides the packages themselves; never the checkout's environments, logs or data.
-NOT_BUILD_INPUTS = shutil.ignore_patterns(
-    ".*",
-    "build",
-    "dist",
-    "*.egg-info",
-    "__pycache__",
-    "logs",
-    "data",
-)
+_NOT_BUILD_INPUTS_ANYWHERE = shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "__pycache__")
+_NOT_BUILD_INPUTS_AT_THE_ROOT = {"logs", "data"}  # not trainrig/data, a package
 
-__all__ = ["NOT_BUILD_INPUTS", "ROOT", "build_wheel", "built_wheel", "installed_python"]
+
+def not_build_inputs(directory: str, names: list[str]) -> set[str]:
+    """shutil.copytree's ignore: tools' folders anywhere; the run logs and data sets only at the checkout's root."""
+    ignored = _NOT_BUILD_INPUTS_ANYWHERE(directory, names)
+    if Path(directory) == ROOT:
+        ignored |= _NOT_BUILD_INPUTS_AT_THE_ROOT & set(names)
+    return ignored
+
+
+__all__ = ["ROOT", "build_wheel", "built_wheel", "installed_python", "not_build_inputs"]
 
 
 def build_wheel(destination: Path) -> Path:
     """Build the project's wheel from a copy of the work tree (a build writes into the tree it builds)."""
     source = destination / "source"
-    shutil.copytree(ROOT, source, ignore=NOT_BUILD_INPUTS)
+    shutil.copytree(ROOT, source, ignore=not_build_inputs)
     wheels = destination / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]

@@ -14,7 +14,10 @@ MODULE_NAMES = {
         "_format_summary_table",
     ): "trainrig/loggers/model_summary.py",
     ("lightning.pytorch.utilities", "_pytree"): "trainrig/cli/entry.py (a warning filter names the module)",
-    ("torch.distributed.rendezvous", "_rendezvous_handlers"): "trainrig/resume/torchrun_restarts.py",
+    (
+        "torch.distributed.rendezvous",
+        "_rendezvous_handlers",
+    ): "trainrig/resume/torchrun_restarts.py, trainrig/network.py",
 }
 
 
@@ -34,6 +37,30 @@ ATTRIBUTES = [
     ("CSVLogger", lambda: CSVLogger("logs"), "_experiment", "trainrig/resume/csv_logger.py (assigned)"),
     ("ExperimentWriter", _csv_experiment_writer, "_check_log_dir_exists", "trainrig/resume/csv_logger.py (overridden)"),
     ("ModelSummary", ModelSummary, "_max_depth", "trainrig/loggers/model_summary.py"),
+    (
+        "fit loop",
+        lambda: Trainer(logger=False).fit_loop,
+        "_combined_loader_states_to_load",
+        "trainrig/resume/data_order.py (LoaderPositionRestore)",
+    ),
+    (
+        "fit loop",
+        lambda: Trainer(logger=False).fit_loop,
+        "_load_combined_loader_states",
+        "trainrig/resume/data_order.py (LoaderPositionRestore)",
+    ),
+    (
+        "fit loop",
+        lambda: Trainer(logger=False).fit_loop,
+        "_data_fetcher",
+        "trainrig/resume/data_order.py (LoaderPositionRestore)",
+    ),
+    (
+        "Trainer",
+        lambda: Trainer(logger=False),
+        "_logger_connector",
+        "callbacks/epoch_progress.py (should_update_logs, as LearningRateMonitor reads it)",
+    ),
     (
         "ArgumentParser",
         lambda: argparse.ArgumentParser(),

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
+from tests.helpers.installed import installed_python, not_build_inputs
 from tests.helpers.mlp.multi_host_runs import finished
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.run_if import run_if
@@ -35,7 +35,7 @@ def test_an_fsdp2_trainjob_shards_the_model_over_its_pods_on_separate_hosts(tmp_
         claim.mkdir()
         logs, pods = [], []
         for node, host in enumerate(hosts):
-            shutil.copytree(ROOT, host.workdir, ignore=NOT_BUILD_INPUTS, dirs_exist_ok=True)  # the image's /workspace
+            shutil.copytree(ROOT, host.workdir, ignore=not_build_inputs, dirs_exist_ok=True)  # the image's /workspace
             (host.workdir / "logs").symlink_to(claim, target_is_directory=True)
             logs.append(tempfile.TemporaryFile("w+"))
             pods.append(

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
+from tests.helpers.installed import installed_python, not_build_inputs
 from tests.helpers.mlp.multi_host_runs import (
     RENDEZVOUS_PORT,
     finished,
@@ -43,7 +43,7 @@ def test_pytorchjob_pipeline_pods_on_separate_hosts_resume_after_an_exit_code_re
         master, worker = hosts
         pods = ((master, "Master", "localhost"), (worker, "Worker", master.name))
         for host, _, _ in pods:
-            shutil.copytree(ROOT, host.workdir, ignore=NOT_BUILD_INPUTS, dirs_exist_ok=True)  # the image's /workspace
+            shutil.copytree(ROOT, host.workdir, ignore=not_build_inputs, dirs_exist_ok=True)  # the image's /workspace
 
         def launch(pod: int, log) -> subprocess.Popen:
             host, kind, master_address = pods[pod]

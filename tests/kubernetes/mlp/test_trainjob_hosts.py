@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from tests.helpers.installed import NOT_BUILD_INPUTS, installed_python
+from tests.helpers.installed import installed_python, not_build_inputs
 from tests.helpers.mlp.multi_host_runs import finished
 from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory, assert_same_weights, final_weights
 from tests.helpers.run_if import run_if
@@ -49,7 +49,7 @@ def generated(tmp_path: Path, *args: str) -> dict[str, dict]:
 def pods_on(hosts: EmulatedHosts) -> None:
     """Each host holds the image's /workspace; the master's DNS name resolves on every one to node 0."""
     for host in hosts:
-        shutil.copytree(ROOT, host.workdir, ignore=NOT_BUILD_INPUTS, dirs_exist_ok=True)
+        shutil.copytree(ROOT, host.workdir, ignore=not_build_inputs, dirs_exist_ok=True)
         (host.workdir / "checkpoints.yaml").write_text(CHECKPOINTS)
         resolved = host.run(["getent", "hosts", f"{NAME}-node-0-0.{NAME}"])
         assert resolved.stdout.split()[0] == hosts[0].address, resolved
