@@ -28,4 +28,4 @@ def test_the_checks_before_a_run_read_the_checkpoint_file_once(tmp_path, shapes_
         [*small_run_args(EXAMPLE_CONFIGS[0], tmp_path / "validated", shapes_root), "--ckpt_path", str(checkpoint)],
     )
     # LightningCLI reads the file's hyper-parameters, and the trainer restores it, each on its own.
-    assert reads_by_the_machinery == ["readable.py"]
+    assert reads_by_the_machinery == ["loading.py"]

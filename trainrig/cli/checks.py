@@ -73,11 +73,11 @@ def check_model_arguments_are_linked(data, data_to_model_links: Collection[str])
         )
 
 
-def check_checkpoint_fits(model, ckpt_path: str | None) -> None:
+def check_checkpoint_fits(model, ckpt_path: str | None, weights_only: bool = True) -> None:
     """The checkpoint's parameters, by name and shape, are the model's: else one line before the trainer runs. The last
     check before the run: the file they read once is let go."""
     try:
-        check_fits(model, ckpt_path)
-        check_same_parameters(model, ckpt_path)
+        check_fits(model, ckpt_path, weights_only)
+        check_same_parameters(model, ckpt_path, weights_only)
     finally:
         forget_read_checkpoints()

@@ -9,6 +9,7 @@ process) comes from `cli.py` as arguments; what makes every run resumable, check
 import inspect
 import sys
 from collections.abc import Callable, Collection
+from contextlib import ExitStack
 
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -29,11 +30,12 @@ from trainrig.loggers.model_summary import without_empty_flops
 from trainrig.loggers.run_config import SaveConfigToLoggers
 from trainrig.registry import hooks
 from trainrig.resume.atomic_io import AtomicCheckpointIO
+from trainrig.resume.data_order import LoaderPositionRestore
 from trainrig.resume.epoch_metrics import EpochMetrics
 from trainrig.resume.latest import check_checkpoint_exists, continue_metrics, resolve_last
 from trainrig.resume.moved_checkpoints import MovedCheckpoints
 from trainrig.resume.random_state import RandomState
-from trainrig.resume.readable import check_checkpoint_readable
+from trainrig.resume.readable import check_checkpoint_readable, trusted_classes
 from trainrig.resume.replaced_settings import ReplacedSettings
 from trainrig.strategies.record import ParallelismRecord
 from trainrig.strategies.strategy_option import with_class_paths  # registers the package's strategies
@@ -68,6 +70,7 @@ class TemplateCLI(LightningCLI):
             ReplacedSettings(),
             ReleasedAtSetup(),
             ParallelismRecord(),
+            LoaderPositionRestore(),
         ]
         callbacks = [*own_callbacks, *trainer_defaults.get("callbacks", [])]
         settings = dict(
@@ -79,7 +82,10 @@ class TemplateCLI(LightningCLI):
             save_config_kwargs={"overwrite": False},
             trainer_defaults={**trainer_defaults, "callbacks": callbacks},
         )
-        super().__init__(**{**settings, **kwargs})
+        # What `--weights_only false` allows of the checkpoint it trusts, for as long as the CLI runs.
+        self.checkpoint_trust = ExitStack()
+        with self.checkpoint_trust:
+            super().__init__(**{**settings, **kwargs})
 
     @override
     def add_arguments_to_parser(self, parser) -> None:
@@ -100,9 +106,16 @@ class TemplateCLI(LightningCLI):
         if (subcommand := self.config.get("subcommand")) is not None:
             check_strategy_name(self.config[subcommand].trainer.get("strategy"))
             check_model_arguments_are_linked(self.config[subcommand].data, self.data_to_model_links)
+            config = self.config[subcommand]
+            # Every checkpoint is loaded with `weights_only=True`, given to Lightning explicitly: left unset (null),
+            # Lightning unpickles a URL's checkpoint in full, and torch < 2.6 every file. `--weights_only false` trusts
+            # the one checkpoint.
+            if config.weights_only is None:
+                config.weights_only = True
             # Before LightningCLI reads the checkpoint's hyper-parameters, and before `last` is resolved.
-            check_checkpoint_exists(self.config[subcommand].get("ckpt_path"))
-            check_checkpoint_readable(self.config[subcommand].get("ckpt_path"))
+            check_checkpoint_exists(config.get("ckpt_path"))
+            check_checkpoint_readable(config.get("ckpt_path"), config.weights_only)
+            self.checkpoint_trust.enter_context(trusted_classes(config.get("ckpt_path"), config.weights_only))
 
     @override
     def before_instantiate_classes(self) -> None:
@@ -155,7 +168,13 @@ class TemplateCLI(LightningCLI):
     # against the model before the trainer runs; what the run printed so far (Lightning's start-up lines, the
     # checkpoint `--ckpt_path last` found) goes out once the trainer sets the run up.
     def before_subcommand(self) -> None:
-        check_checkpoint_fits(self.model, self.config[self.subcommand].ckpt_path)
+        config = self.config[self.subcommand]
+        check_checkpoint_fits(self.model, config.ckpt_path, config.weights_only)
+        # A datamodule that keeps its own position in the checkpoint (streamed shards) checks it before anything is
+        # written: the trainer learns the checkpoint only after the run's folder exists.
+        check_data_position = getattr(self.datamodule, "check_checkpoint", None)
+        if check_data_position is not None:
+            check_data_position(config.ckpt_path)
 
     before_validate = before_test = before_predict = before_subcommand
 

@@ -3,11 +3,18 @@
 `cli.py` prints these as one line and exits with status 2; anything else keeps its traceback.
 """
 
+import pickle
+import re
 import socket
 import sys
 from contextlib import contextmanager
 
 DOWNLOAD_TIMEOUT_S = 15
+# How torch.load's `weights_only=True` refuses a file that names code to run, and the part of its page that says what.
+WEIGHTS_ONLY_REFUSAL = "Weights only load failed"
+WEIGHTS_ONLY_REASON = re.compile(r"WeightsUnpickler error: (.+?\.)(?:\s|$)")
+# The one way to load a checkpoint that holds more than plain data: the option Lightning's own load takes.
+TRUST_OPTION = "--weights_only false"
 
 
 class UserInputError(Exception):
@@ -20,9 +27,24 @@ def find_user_error(error: BaseException) -> UserInputError | None:
     while error is not None and id(error) not in seen:
         if isinstance(error, UserInputError):
             return error
+        if (refusal := unsafe_checkpoint(error)) is not None:  # Lightning's own load of a URL, say
+            return refusal
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
+
+
+def unsafe_checkpoint(error: BaseException, source: str = "--ckpt_path") -> UserInputError | None:
+    """torch's refusal to unpickle a checkpoint that names code to run (`weights_only=True`), as the user's mistake
+    in one line naming the opt-in; None for any other error. torch's own message is a page that suggests editing
+    code."""
+    if not isinstance(error, pickle.UnpicklingError) or WEIGHTS_ONLY_REFUSAL not in str(error):
+        return None
+    reason = found.group(1) if (found := WEIGHTS_ONLY_REASON.search(str(error))) else "not plain data"
+    return UserInputError(
+        f"checkpoint {source} holds more than tensors and plain data ({reason}), and loading it could run code: "
+        f"pass {TRUST_OPTION} only for a file you trust"
+    )
 
 
 def lost_peer(error: BaseException) -> BaseException | None:

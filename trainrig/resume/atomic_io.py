@@ -84,7 +84,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(
         self, path, map_location: Any | None = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
-        """A sharded checkpoint directory (the fsdp2 strategy's) loads whole, into any strategy or none."""
+        """A sharded checkpoint directory (the fsdp2 strategy's) loads whole, into any strategy or none; with
+        `weights_only=None` (a Trainer not built by cli.py) as torch's default, True."""
         if is_sharded_checkpoint(path):
-            return consolidated(path)
+            return consolidated(path, weights_only is not False)
         return super().load_checkpoint(path, map_location, weights_only)

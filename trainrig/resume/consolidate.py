@@ -23,12 +23,18 @@ def main(args: list[str] | None = None) -> None:
         "directory", type=Path, help="a sharded checkpoint, e.g. logs/EXPERIMENT/version_0/checkpoints/last.ckpt"
     )
     parser.add_argument("file", type=Path, help="the single-file checkpoint to write, e.g. model.ckpt")
+    parser.add_argument(
+        "--weights_only",
+        choices=("true", "false"),
+        default="true",
+        help="false unpickles a checkpoint you trust in full, also what could run code (as cli.py's option)",
+    )
     options = parser.parse_args(args)
     if not is_sharded_checkpoint(options.directory):
         raise UserInputError(f"{options.directory} is not a sharded checkpoint directory (no {METADATA_NAME})")
     if options.file.exists():
         raise UserInputError(f"{options.file} exists; name a new file")
-    write_checkpoint_atomically(options.file, consolidated(options.directory))
+    write_checkpoint_atomically(options.file, consolidated(options.directory, options.weights_only == "true"))
     print(f"wrote {options.file}")
 
 

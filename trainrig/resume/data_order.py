@@ -13,12 +13,12 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
-from lightning.pytorch import LightningDataModule
+from lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from typing_extensions import override
 
-__all__ = ["ResumableDataLoader", "ResumableSampler", "SeededSamples", "resumable_loader"]
+__all__ = ["LoaderPositionRestore", "ResumableDataLoader", "ResumableSampler", "SeededSamples", "resumable_loader"]
 
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:
@@ -154,13 +154,21 @@ class ResumableDataLoader(DataLoader):
 
 
 def resumable_loader(
-    datamodule: LightningDataModule, dataset: Dataset, batch_size: int, seed_each_sample: bool = False, **loader_kwargs
+    datamodule: LightningDataModule,
+    dataset: Dataset,
+    batch_size: int,
+    seed_each_sample: bool = False,
+    sampler_class: type[ResumableSampler] = ResumableSampler,
+    loader_class: type[ResumableDataLoader] = ResumableDataLoader,
+    **loader_kwargs,
 ) -> ResumableDataLoader:
     """A shuffled training loader for this process's share of `dataset`, resumable mid-epoch.
 
     Args:
         seed_each_sample: seed torch's CPU generator per (epoch, sample) while loading it; for data sets that draw
             random numbers (random augmentation). One that draws none loads faster without.
+        sampler_class, loader_class: subclasses that change the epoch's order or add to the saved position
+            (streamed shards: trainrig/data/streaming.py).
         loader_kwargs: further DataLoader arguments (num_workers, collate_fn, ...).
     """
     trainer = datamodule.trainer
@@ -168,12 +176,31 @@ def resumable_loader(
     placement = placement or {"num_replicas": 1, "rank": 0}
     # The seed Lightning's own DistributedSampler would get: the one seed_everything set.
     seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
-    sampler = ResumableSampler(dataset, **placement, shuffle=True, seed=seed, seed_each_sample=seed_each_sample)
+    sampler = sampler_class(dataset, **placement, shuffle=True, seed=seed, seed_each_sample=seed_each_sample)
     # The loader's own generator draws the workers' base seeds, so creating an iterator leaves the global one alone.
-    return ResumableDataLoader(
+    return loader_class(
         SeededSamples(dataset) if seed_each_sample else dataset,
         batch_size=batch_size,
         sampler=sampler,
         generator=torch.Generator(),
         **loader_kwargs,
     )
+
+
+class LoaderPositionRestore(Callback):
+    """Hands a resumed run's training loader the position its checkpoint saved, where Lightning dropped it.
+
+    Lightning gives the saved loader state to the training loader only when it builds the loader after reading the
+    checkpoint. Reading `trainer.estimated_stepping_batches` while the optimizers are configured (OneCycleLR's total
+    steps) builds it before; the state then waits unused and the resumed epoch starts over, without a word (Lightning
+    #20550). When training starts, no batch has been drawn yet: this loads the state and starts the loader's iterator
+    again, as Lightning's `setup_data` does in that order, so the run continues where it stopped.
+    """
+
+    @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        fit_loop = trainer.fit_loop
+        if not fit_loop._combined_loader_states_to_load:
+            return
+        fit_loop._load_combined_loader_states()
+        iter(fit_loop._data_fetcher)

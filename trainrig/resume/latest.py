@@ -15,7 +15,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from trainrig.errors import UserInputError, one_line
 from trainrig.resume.checkpoint import LAST_NAME, PREVIOUS_NAME
 from trainrig.resume.csv_logger import drop_rows_from_step
-from trainrig.resume.readable import read_checkpoint_file
+from trainrig.resume.readable import read_checkpoint_file, sharded_checkpoint_without_tensors
 from trainrig.resume.run_directory import (
     METRICS_FILE,
     RUN_FOLDERS,
@@ -24,7 +24,7 @@ from trainrig.resume.run_directory import (
     first_logger,
     logger_class,
 )
-from trainrig.resume.sharded import is_sharded_checkpoint, read_metadata, saved_shapes
+from trainrig.resume.sharded import is_sharded_checkpoint, saved_shapes
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +76,16 @@ def checkpoint_candidates(directory: Path) -> list[Path]:
     )
 
 
-def loadable(path: Path) -> tuple[dict | None, str]:
-    """The checkpoint's progress counters, or None and why it cannot be resumed from."""
+def loadable(path: Path, weights_only: bool = True) -> tuple[dict | None, str]:
+    """The checkpoint's progress counters, or None and why it cannot be resumed from. A checkpoint that names code
+    to run is not skipped for an older one but refused (a UserInputError), unless `weights_only` is False."""
     try:
         if path.is_dir():  # sharded: the tensors stay unread; the shards' index says they were all written
-            checkpoint = {"state_dict": None, **read_metadata(path)}
+            checkpoint = sharded_checkpoint_without_tensors(path, weights_only)
         else:
-            checkpoint = read_checkpoint_file(path)
+            checkpoint = read_checkpoint_file(path, weights_only)
+    except UserInputError:
+        raise
     except Exception as error:  # noqa: BLE001 - any failure to read it makes it unusable, whatever the cause
         return None, one_line(error)
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "loops" not in checkpoint:
@@ -99,11 +102,11 @@ def loadable(path: Path) -> tuple[dict | None, str]:
     }, ""
 
 
-def first_usable(candidates: list[Path]) -> tuple[Path, dict] | None:
+def first_usable(candidates: list[Path], weights_only: bool = True) -> tuple[Path, dict] | None:
     """Try each candidate; say in one line when a damaged one is skipped; error when none works."""
     failures = []
     for path in candidates:
-        progress, reason = loadable(path)
+        progress, reason = loadable(path, weights_only)
         if progress is not None:
             if failures:
                 say(f"{failures[-1][0]} cannot be read ({failures[-1][1]}); falling back to {path}")
@@ -129,17 +132,19 @@ def _checkpoint_dirpath(trainer_config) -> str | None:
     return None
 
 
-def find_resume_point(trainer_config, checkpoint_root: str | None = None) -> ResumePoint | None:
+def find_resume_point(
+    trainer_config, checkpoint_root: str | None = None, weights_only: bool = True
+) -> ResumePoint | None:
     """The newest usable checkpoint of the experiment the trainer config writes to, or None if it has none yet.
 
     `checkpoint_root`: a folder holding the runs' checkpoints in the same `<experiment>/<run>/checkpoints` layout
     (a launcher's shared checkpoint directory), while logs stay in the logger's folders.
     """
     if dirpath := _checkpoint_dirpath(trainer_config):
-        return _in_directory(Path(dirpath), run_dir=None)
+        return _in_directory(Path(dirpath), None, weights_only)
     logger = first_logger(trainer_config)
     if not logger:
-        return _in_directory(Path(trainer_config.get("default_root_dir") or ".") / "checkpoints", run_dir=None)
+        return _in_directory(Path(trainer_config.get("default_root_dir") or ".") / "checkpoints", None, weights_only)
     _run_folders(logger)  # a logger without experiment folders cannot be searched
     name = experiment_name(logger)
     experiment = Path(logger.init_args.get("save_dir") or ".") / name
@@ -148,7 +153,7 @@ def find_resume_point(trainer_config, checkpoint_root: str | None = None) -> Res
     # The run whose newest checkpoint is newest; damaged files fall back within that run, then to older runs.
     runs.sort(key=_newest_checkpoint_time, reverse=True)
     for run in runs:
-        point = _in_directory(run / "checkpoints", run_dir=experiment / run.name)
+        point = _in_directory(run / "checkpoints", experiment / run.name, weights_only)
         if point is not None:
             return point
     return None
@@ -179,10 +184,10 @@ def _newest_checkpoint_time(run_dir: Path) -> float:
     )
 
 
-def _in_directory(directory: Path, run_dir: Path | None) -> ResumePoint | None:
+def _in_directory(directory: Path, run_dir: Path | None, weights_only: bool) -> ResumePoint | None:
     if not directory.is_dir():
         return None
-    found = first_usable(checkpoint_candidates(directory))
+    found = first_usable(checkpoint_candidates(directory), weights_only)
     if found is None:
         return None
     path, progress = found
@@ -196,7 +201,7 @@ def resolve_last(config, checkpoint_root: str | None = None) -> ResumePoint | No
     files as they were."""
     if config.get("ckpt_path") != "last":
         return None
-    point = find_resume_point(config.trainer, checkpoint_root)
+    point = find_resume_point(config.trainer, checkpoint_root, config.weights_only)
     if point is None:
         say("no checkpoint of this experiment yet; starting fresh")
         config.ckpt_path = None
@@ -214,14 +219,14 @@ def continue_metrics(point: ResumePoint | None) -> None:
         drop_rows_from_step(point.run_dir / METRICS_FILE, point.logged_steps)
 
 
-def check_fits(model, ckpt_path) -> None:
+def check_fits(model, ckpt_path, weights_only: bool = True) -> None:
     """A UserInputError naming the first parameter whose shape differs, instead of torch's page of mismatches."""
     if ckpt_path is None:
         return
     if is_sharded_checkpoint(ckpt_path):
-        saved = saved_shapes(Path(ckpt_path))
+        saved = saved_shapes(Path(ckpt_path), weights_only)
     elif Path(ckpt_path).is_file():
-        saved = read_checkpoint_file(ckpt_path).get("state_dict", {})
+        saved = read_checkpoint_file(ckpt_path, weights_only).get("state_dict", {})
     else:
         return
     for name, tensor in model.state_dict().items():

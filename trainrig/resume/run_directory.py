@@ -128,9 +128,11 @@ def config_file_to_write(run_dir: Path, config_text: str, filename: str = CONFIG
 
 
 def _comparable(config_text: str):
-    """A config without what only says which checkpoint and which run folder the command continued."""
+    """A config without what only says which checkpoint (and whether it was trusted) and which run folder the command
+    continued."""
     config = yaml.safe_load(config_text) or {}
     config.pop("ckpt_path", None)
+    config.pop("weights_only", None)
     loggers = (config.get("trainer") or {}).get("logger")
     for logger in loggers if isinstance(loggers, list) else [loggers]:
         if isinstance(logger, dict) and isinstance(logger.get("init_args"), dict):

@@ -26,7 +26,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from typing_extensions import override
 
 from trainrig.errors import UserInputError
-from trainrig.resume.sharded import METADATA_NAME, replace_path
+from trainrig.resume.sharded import METADATA_NAME, check_shards, is_sharded_checkpoint, replace_path
 from trainrig.strategies.compile import apply_compile, report_compiled
 from trainrig.strategies.sharding import (
     apply_activation_checkpointing,
@@ -203,6 +203,17 @@ class FSDP2Strategy(ModelParallelStrategy):
                 os.fsync(handle.fileno())
             replace_path(staging, target)
         self.barrier()
+
+    @override
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict[str, Any]:
+        """Lightning loads a sharded checkpoint through torch.distributed.checkpoint, which unpickles the shards' index
+        and the values that are not tensors in full: they are checked first on every rank, whoever started the run
+        (cli.py checks them before anything is written, a Trainer built elsewhere does not), unless `weights_only` is
+        False (the user trusts the checkpoint)."""
+        path = self.broadcast(checkpoint_path)  # the one Lightning loads on every rank: rank 0's
+        if weights_only is not False and is_sharded_checkpoint(path):
+            check_shards(Path(path))
+        return super().load_checkpoint(path, weights_only)
 
     @override
     def remove_checkpoint(self, filepath) -> None:

@@ -5,6 +5,10 @@ from lightning.pytorch.strategies import ModelParallelStrategy
 MODULE_NAMES = {
     ("torch.distributed.checkpoint.state_dict_loader", "_load_state_dict"): "trainrig/resume/sharded.py",
     ("torch.distributed.checkpoint.default_planner", "_EmptyStateDictLoadPlanner"): "trainrig/resume/sharded.py",
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"): (
+        "trainrig/resume/sharded.py (allowed in a shards index)"
+    ),
+    ("torch.serialization", "_get_layout"): "trainrig/resume/sharded.py (allowed in a shards index)",
     ("torch.distributed._composable", "checkpoint"): "trainrig/strategies/sharding.py (activation checkpointing)",
 }
 ATTRIBUTES = [
