@@ -15,6 +15,7 @@ from trainrig.sweeps.placements import trial_placement
 from trainrig.sweeps.results import write_results
 from trainrig.sweeps.space import distributions
 from trainrig.sweeps.trial_logging import trial_logging
+from trainrig.sweeps.trials import check_only_mine
 
 
 def run_sweep(options: SweepOptions, cli: Path, training_arguments: list[str]) -> None:
@@ -29,12 +30,15 @@ def run_sweep(options: SweepOptions, cli: Path, training_arguments: list[str]) -
     logging = trial_logging(base)
     name = options.name or logging.default_name
     sweep_dir = logging.sweep_dir(name)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    sweep_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    # Its base.yaml names the classes every trial imports: a folder others can write would let them choose the code.
+    check_only_mine(sweep_dir, sweep_dir)
     study = open_study(options, name, sweep_dir, space)  # first: a damaged journal stops it before it writes
     base_path = sweep_dir / "base.yaml"
     if base_path.exists() and base_path.read_text() != base_text:
         say(f"the training config differs from the one in {base_path}; trials from now on use the new one")
     base_path.write_text(base_text)
+    base_path.chmod(0o644)  # whatever the umask
     (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump(dataclasses.asdict(options), sort_keys=False))
     say(f"study {name} in {options.storage or sweep_dir / 'study.journal'}: {len(study.trials)} trial(s) so far")
     Driver(options, cli, study, space, base_path, sweep_dir, logging, trial_placement(options, base, base_path)).run()

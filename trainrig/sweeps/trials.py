@@ -60,21 +60,22 @@ def private_folder(directory: Path) -> None:
 
 
 def check_only_mine(directory: Path, path: Path) -> None:
-    """Refuse `path` in the trial folder `directory` unless no other user can have written it: the folder, each one
-    below it down to `path`, and `path` belong to this user and are not writable by group or others. A planted file
-    there would choose the process the driver kills, or run code when it is unpickled."""
+    """Refuse `path` in the sweep's or a trial's folder `directory` unless no other user can have written it: the
+    folder, each one below it down to `path`, and `path` belong to this user and are not writable by group or others.
+    A planted file there would choose the process the driver kills, run code when it is unpickled, or name the
+    classes every trial imports (the sweep's base.yaml)."""
     relative = path.relative_to(directory).parts
     for part in (directory / Path(*relative[:length]) for length in range(len(relative) + 1)):
         info = part.stat()
         if info.st_uid != os.getuid():
             raise UserInputError(
-                f"{part} belongs to another user (uid {info.st_uid}); a sweep reads a trial's folder only if it is "
+                f"{part} belongs to another user (uid {info.st_uid}); a sweep uses its folders only if they are "
                 "yours: move it away"
             )
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise UserInputError(
-                f"{part} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); a sweep reads a trial's "
-                f"folder only if no one else can write it: chmod go-w {part}"
+                f"{part} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); a sweep uses its "
+                f"folders only if no one else can write them: chmod go-w {part}"
             )
 
 

@@ -1,5 +1,6 @@
 """A sweep folder damaged between two drivers (a crash mid-write, a full disk, a neighbour's hand): the files of a real
-sweep stopped mid-trial, cut short one at a time, stop the next driver with one line and exit 2, writing nothing."""
+sweep stopped mid-trial, cut short one at a time, and the folder made writable by others, stop the next driver with
+one line and exit 2, writing nothing."""
 
 import signal
 import subprocess
@@ -44,7 +45,9 @@ def refused(arguments: list[str], folder: Path, capsys, monkeypatch) -> str:
     return errors[0]
 
 
-def test_a_damaged_channel_or_study_journal_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, monkeypatch):
+def test_a_damaged_channel_or_journal_or_an_open_folder_is_one_line_exit_2_and_nothing_written(
+    tmp_path, capsys, monkeypatch
+):
     command = sweep_command(
         tmp_path,
         *("--trainer.max_epochs", "100", "--trainer.limit_train_batches", "20", "--trainer.val_check_interval", "2"),
@@ -69,7 +72,14 @@ def test_a_damaged_channel_or_study_journal_is_one_line_exit_2_and_nothing_writt
     reports.write_bytes(intact)
 
     journal = folder / "study.journal"
-    cut_short(journal, 1)
+    intact_journal = cut_short(journal, 1)
     assert refused(command[2:], folder, capsys, monkeypatch).startswith(
         f"error: {journal} is not a readable Optuna journal"
+    )
+    journal.write_bytes(intact_journal)
+
+    folder.chmod(0o775)  # a group's member could rewrite base.yaml, whose class paths every trial imports
+    assert refused(command[2:], folder, capsys, monkeypatch) == (
+        f"error: {folder} is writable by other users (mode 775); a sweep uses its folders only if no one else can "
+        f"write them: chmod go-w {folder}"
     )
