@@ -27,6 +27,7 @@ LAYERS = {
     "testing": set(),
     "network": {"errors"},
     "resume": {"errors", "registry"},
+    "data": {"errors", "resume"},  # shards written and streamed; resume/ keeps their position
     "strategies": {"errors", "registry", "resume"},  # the fsdp2 strategy writes the sharded checkpoints resume/ reads
     "loggers": {"registry", "resume"},
     "cli": {"errors", "registry", "network", "resume", "strategies", "loggers"},  # what cli.py runs
