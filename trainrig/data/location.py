@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from trainrig.errors import UserInputError
+from trainrig.errors import UserInputError, one_line
 from trainrig.resume.atomic_io import write_atomically
 
 __all__ = ["Location", "litdata_module"]
@@ -49,6 +49,48 @@ class Location:
     def _provider(self):
         """One client per location and process: making one costs more than a small read."""
         return litdata_module("litdata.streaming.fs_provider").S3FsProvider()
+
+    def check_reachable(self) -> None:
+        """Refuse in one line an object store this process cannot use: unreachable, a certificate it does not trust,
+        no or wrong credentials, no such bucket. Asked first with a client that gives up after two tries: LitData's
+        own retries for as long as 1,000 attempts take, so an unreachable store would hang a run instead of failing
+        it. The line names the endpoint and the bucket, never a key."""
+        if not self.remote:
+            return
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, SSLError
+
+        bucket, _, prefix = self.url.removeprefix("s3://").partition("/")
+        retries = Config(retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=30)
+        client = boto3.session.Session().client("s3", config=retries)
+        endpoint = client.meta.endpoint_url
+        try:
+            client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        except NoCredentialsError as error:
+            raise UserInputError(
+                f"no credentials for {self.url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment"
+            ) from error
+        except SSLError as error:
+            raise UserInputError(
+                f"the object store at {endpoint} has a certificate this machine does not trust: set AWS_CA_BUNDLE "
+                "and SSL_CERT_FILE to its CA's file"
+            ) from error
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in ("NoSuchBucket", "404"):
+                raise UserInputError(f"no bucket {bucket} at {endpoint} (for {self.url})") from error
+            if code in ("403", "AccessDenied", "Forbidden", "SignatureDoesNotMatch", "InvalidAccessKeyId"):
+                raise UserInputError(
+                    f"the object store at {endpoint} refused the credentials for {self.url} ({code}): check "
+                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                ) from error
+            raise
+        except BotoCoreError as error:  # the endpoint unreachable: refused, timed out, no such host
+            raise UserInputError(
+                f"cannot reach the object store at {endpoint} for {self.url} ({one_line(error)}): check "
+                "AWS_ENDPOINT_URL and the network"
+            ) from error
 
     def read(self, name: str) -> bytes | None:
         """The file's bytes, or None when there is none."""

@@ -128,6 +128,7 @@ def _verified_split(folder: Location, expected: int) -> dict:
 def write_shards(source: ShardSource, output: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> str:
     """Write `source` into shards at `output` unless they are there already; returns the fingerprint."""
     location = Location(output)
+    location.check_reachable()
     fingerprint = fingerprint_of(source)
     manifest = read_manifest(location)
     if manifest is not None:
@@ -162,6 +163,7 @@ def write_shards(source: ShardSource, output: str, chunk_bytes: int = DEFAULT_CH
 def open_shards(url: str, identity: dict[str, Any], how_to_write: str) -> Shards:
     """The shards at `url`, refused in one line when missing, half-written or written from another source."""
     location = Location(url)
+    location.check_reachable()
     manifest = read_manifest(location)
     if manifest is None:
         state = "half-written (the write was interrupted)" if MARKER in location.names() else "missing"
