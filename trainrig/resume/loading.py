@@ -9,11 +9,29 @@ import pickle
 from pathlib import Path
 from typing import IO
 
+import jsonargparse.typing
 import torch
 
 from trainrig.errors import unsafe_checkpoint
 
 __all__ = ["load_checkpoint"]
+
+
+def _parsed_value_types() -> list[type]:
+    """jsonargparse's restricted types (PositiveInt, ClosedUnitInterval, NotEmptyStr, ...): a value given on the
+    command line for an argument annotated with one is an instance of it, and the model's and datamodule's saved
+    hyper-parameters keep it so. Each is a plain int, float or str that checks its range when built."""
+    return [
+        kind
+        for kind in vars(jsonargparse.typing).values()
+        if isinstance(kind, type)
+        and issubclass(kind, (int, float, str))
+        and kind.__module__ == jsonargparse.typing.__name__
+    ]
+
+
+# For every `weights_only` load in this process, Lightning's own included: what the project's runs write is loadable.
+torch.serialization.add_safe_globals(_parsed_value_types())
 
 
 def load_checkpoint(
