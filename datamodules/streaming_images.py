@@ -1,5 +1,5 @@
 """The image examples' data streamed from shards: an image folder (real or generated) written once into chunks with
-`python -m trainrig.data.shards write --config configs/cnn_streaming.yaml`, read back a few chunks at a time, in an
+`python -m trainrig.data.shards write --config configs/EXAMPLE_streaming.yaml`, read back a few chunks at a time, in an
 order that resumes exactly on any number of processes (trainrig/data/streaming.py). The same transforms, classes and
 model arguments as reading the folder itself; docs/data.md says when to stream."""
 

@@ -160,9 +160,10 @@ def _store_server(url: str, timeout: timedelta) -> TCPStore | None:
 def _store_address(environ: Mapping[str, str]) -> str | None:
     """The address the ranks reach rank 0's store at: MASTER_ADDR resolved as the store's clients resolve it (first
     answer first). None where no one address may serve every rank: a name that resolves to loopback on rank 0's
-    machine. The job may span machines (a SLURM node's or a pod's own host name on stock Debian/Ubuntu, "localhost"
-    on a Kubeflow master), which reach it by its outward address while rank 0's own client connects by the name, to
-    loopback; whether it does, not every launcher says in the environment (SLURM's tasks carry no WORLD_SIZE)."""
+    machine. The job may span machines (a node's or a pod's own host name on stock Debian/Ubuntu, "localhost" as a
+    cluster operator may set it on the master), which reach it by its outward address while rank 0's own client
+    connects by the name, to loopback; whether it does, not every scheduler says in the environment (a batch
+    scheduler's tasks may carry no WORLD_SIZE)."""
     master = environ.get("MASTER_ADDR")
     if not master:
         return None

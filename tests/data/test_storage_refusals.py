@@ -1,6 +1,7 @@
 """Storage a run cannot use is one line before anything is read or written (`open_shards`, a run's first touch of
 its shards; the writer asks the same `check_reachable` first): an object store that is unreachable, has a certificate
-this machine does not trust, gets no or wrong credentials, or has no such bucket. Against the real S3 store of tests/helpers/object_store.py; the line never holds a key."""
+this machine does not trust, gets no or wrong credentials, or has no such bucket. Against the real S3 store of
+tests/helpers/object_store.py; the line never holds a key."""
 
 import socket
 import uuid

@@ -2,7 +2,7 @@
 
 The code only appends a line to a marker file, so a test proves that nothing ran by the marker's absence. It calls
 `builtins.exec`, which every process can import (a loader that resolves it runs the payload wherever it reads the file,
-a Dask worker or a sweep's trial included), and which no safe loader allows.
+a launcher's worker or a trial included), and which no safe loader allows.
 """
 
 import copy

@@ -1,7 +1,7 @@
 """Writes an example's data set into shards, once, for streaming; opens them again for training, refusing any that
 are missing, half-written or from another data set.
 
-    python -m trainrig.data.shards write --config configs/cnn_streaming.yaml [--output DIR_OR_S3_URL]
+    python -m trainrig.data.shards write --config configs/EXAMPLE_streaming.yaml [--output DIR_OR_S3_URL]
 
 The config is the one training streams with: its datamodule names where the shards go (`shards`) and the map-style
 data set they are written from (`source`, the example's own datamodule config). LitData's chunk writer writes each

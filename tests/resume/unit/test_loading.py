@@ -15,7 +15,7 @@ def test_hyper_parameters_parsed_into_jsonargparse_types_load_weights_only(tmp_p
             "hidden_sizes": (PositiveInt(32), PositiveInt(16)),
             "lr": PositiveFloat(0.01),
             "dropout": ClosedUnitInterval(0.5),
-            "name": NotEmptyStr("mlp"),
+            "name": NotEmptyStr("shapes"),
         }
     }
     torch.save(saved, tmp_path / "last.ckpt")
