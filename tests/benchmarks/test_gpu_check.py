@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -37,6 +38,7 @@ def test_the_carried_wheels_and_the_image_hold_every_package_the_project_needs()
     assert not missing, f"neither carried (benchmarks/gpu/wheels.txt) nor in the GPU image: {sorted(missing)}"
 
 
+@pytest.mark.slow  # CI budget: 54 s; rerun before each GPU call
 def test_the_rehearsal_runs_every_step_and_writes_one_json_of_figures(tmp_path):
     result = subprocess.run(
         ["bash", "benchmarks/gpu/check.sh", str(tmp_path), "--device", "cpu"],

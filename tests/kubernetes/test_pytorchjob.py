@@ -163,6 +163,7 @@ def test_pods_run_the_manifest_command_as_one_ddp_job(tmp_path, shapes_root):
     assert_one_run_of_world_size(log_dir, outputs, world_size=2)
 
 
+@pytest.mark.slow  # CI budget: 26 s
 def test_pods_with_several_processes_run_torchrun_from_the_operator_variables(tmp_path, shapes_root):
     """Two pods of two processes: torchrun takes node rank and master from PET_*, Lightning detects torchrun."""
     log_dir = tmp_path / "logs"

@@ -29,8 +29,8 @@ def fit(config: str, log_dir, shapes_root, *extra: str) -> int:
 @pytest.mark.parametrize(
     "config",
     [
-        pytest.param(config, marks=[pytest.mark.smoke] if config == EXAMPLE_CONFIGS[-1] else [])
-        for config in EXAMPLE_CONFIGS
+        pytest.param(config, marks=[pytest.mark.smoke] if config == EXAMPLE_CONFIGS[-1] else [pytest.mark.slow])
+        for config in EXAMPLE_CONFIGS  # the others with -m slow: CI budget
     ],
 )
 def test_example_resumes_mid_epoch_to_the_uninterrupted_run_directory(config, tmp_path, shapes_root):

@@ -36,8 +36,8 @@ def recorded_run(config: str, log_dir, shapes_root, batch_size: int, *extra: str
 @pytest.mark.parametrize(
     "config",
     [
-        pytest.param(config, marks=[pytest.mark.smoke] if config == EXAMPLE_CONFIGS[-1] else [])
-        for config in EXAMPLE_CONFIGS
+        pytest.param(config, marks=[pytest.mark.smoke] if config == EXAMPLE_CONFIGS[-1] else [pytest.mark.slow])
+        for config in EXAMPLE_CONFIGS  # the others with -m slow: CI budget
     ],
 )
 def test_two_ddp_ranks_train_what_one_process_trains_on_the_whole_batch(config, tmp_path, shapes_root):

@@ -137,6 +137,7 @@ def test_a_scheduler_without_the_project_stops_the_job_with_the_missing_module(t
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # CI budget: 25 s
 def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_path, capsys, caplog):
     from distributed import LocalCluster
 
@@ -168,6 +169,7 @@ def test_existing_cluster_reports_a_rank_error_then_trains_after_a_restart(tmp_p
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # CI budget: 36 s
 def test_existing_cluster_that_lost_a_machine_goes_on_with_fewer_ranks(tmp_path):
     """Workers without a nanny, like machines: one is killed for good mid-epoch and the job ends on the other."""
     env = {**SUBPROCESS_ENV, "PYTHONPATH": str(ROOT)}

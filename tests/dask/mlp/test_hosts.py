@@ -6,6 +6,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from tests.dask.hosts import start_dask
 from tests.helpers.installed import installed_python
 from tests.helpers.mlp.multi_host_runs import (
@@ -23,6 +25,7 @@ from trainrig.testing.hosts import EmulatedHosts
 
 
 @run_if(emulated_hosts=True)
+@pytest.mark.slow  # CI budget: 46 s; a lost host across hosts stays
 def test_dask_scheduler_and_client_on_one_host_workers_on_two_others():
     python = installed_python()
     with EmulatedHosts(3) as hosts:

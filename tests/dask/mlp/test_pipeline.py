@@ -23,6 +23,7 @@ def test_pipeline_through_dask_matches_the_pipeline_lightning_launches(tmp_path,
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow  # CI budget: 32 s; a stalled DDP rank stays
 def test_a_stalled_pipeline_stage_fails_the_run_after_the_dask_timeout(tmp_path, shapes_root):
     report = report_of_a_stalled_run(
         pipeline_args(tmp_path, shapes_root, "--dask.n_workers", "2", "--trainer.strategy.init_args.timeout", "0:00:15")

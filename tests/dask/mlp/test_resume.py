@@ -126,6 +126,7 @@ def test_dask_restart_after_a_killed_worker_on_a_busy_machine_ends_with_the_unin
     assert_same_run(tmp_path, uninterrupted_run, context)
 
 
+@pytest.mark.slow  # CI budget: 58 s
 def test_dask_command_run_again_starts_a_new_run_and_ckpt_path_last_continues_the_newest(
     uninterrupted, settings, tmp_path
 ):

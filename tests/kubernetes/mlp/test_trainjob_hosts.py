@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.helpers.installed import installed_python, not_build_inputs
@@ -87,6 +88,7 @@ def run_pods(job: dict, hosts: EmulatedHosts) -> str:
 
 
 @run_if(emulated_hosts=True)
+@pytest.mark.slow  # CI budget: 27 s; the restarted pipeline TrainJob stays
 def test_two_node_trainjob_on_separate_hosts_ends_with_the_weights_of_two_processes_on_one_host(tmp_path):
     """DDP over the 2 pods, rendezvous at the master's DNS name; the same run as 2 processes on one host (torchrun
     --standalone) ends with the same weights, bit for bit."""

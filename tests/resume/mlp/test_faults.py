@@ -53,6 +53,10 @@ def uninterrupted(tmp_path_factory, settings) -> dict[str, Path]:
     return UninterruptedRuns(tmp_path_factory, settings)
 
 
+# In the default run (CI budget): one process, DDP, the pipeline; the others with -m slow.
+DEFAULT_RUN = ("single", "ddp", "pipeline")
+
+
 def stop_cases() -> list:
     """Every strategy with both stops; in the default run each strategy once, the stops alternating (CI budget).
 
@@ -62,7 +66,7 @@ def stop_cases() -> list:
         for stop in ("SIGTERM", "SIGKILL"):
             steps = STEPS_PER_EPOCH[strategy]
             step, rank = drawn_fault(f"{strategy}-{stop}", (steps, 2 * steps), RANKS[strategy])
-            slow = stop != ("SIGKILL", "SIGTERM")[index % 2]
+            slow = stop != ("SIGKILL", "SIGTERM")[index % 2] or strategy not in DEFAULT_RUN
             cases.append(
                 pytest.param(
                     strategy,

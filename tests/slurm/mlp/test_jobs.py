@@ -66,6 +66,7 @@ def test_two_node_ddp_job_equals_the_one_host_run(cluster, one_host_run, tmp_pat
     ("strategy", "class_name"),
     [("pipeline", "PipelineStrategy"), pytest.param("fsdp2", "FSDP2Strategy", marks=pytest.mark.slow)],
 )
+@pytest.mark.slow  # CI budget: 40 s; the two-node DDP job stays
 def test_two_node_model_parallel_job_equals_the_one_host_run(cluster, one_host_run, tmp_path, strategy, class_name):
     """`--trainer.strategy pipeline` after `--`: the model's two stages on the two hosts; `fsdp2` (-m slow): the
     parameters sharded over them."""

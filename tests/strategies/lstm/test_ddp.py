@@ -3,6 +3,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.runs import ROOT, read_metrics, small_run_args
 from tests.helpers.strategy_runs import checkpoint_path, run_ok
 
@@ -32,6 +34,7 @@ def predicted_names(checkpoint: Path, log_dir: Path, *options: str) -> list[str]
     return names_file.read_text().splitlines()
 
 
+@pytest.mark.slow  # CI budget: 33 s
 def test_lstm_trains_and_generates_names_on_two_processes(tmp_path):
     """Each name drawn from its own seed: two processes write, once and in order, the names one process writes,
     not each rank's draws from a shared seed (half the names, twice)."""

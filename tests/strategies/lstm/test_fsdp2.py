@@ -29,6 +29,7 @@ def generated_names(checkpoint, log_dir, *processes: str) -> list[str]:
     return names_file.read_text().splitlines()
 
 
+@pytest.mark.slow  # CI budget: 39 s
 def test_predict_generates_the_same_names_from_a_sharded_checkpoint_as_from_its_consolidated_file(tmp_path):
     # With validation: the names table samples on every process (a sharded model's forwards are collective), once.
     run_ok("fit", small_run_args("lstm.yaml", tmp_path / "fit", None, *FSDP2))

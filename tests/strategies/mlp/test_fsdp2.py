@@ -91,7 +91,7 @@ PLACES = {
     "places",
     [
         ("fsdp2 x2", "fsdp2 x1", "fsdp2 x2"),
-        ("fsdp2 x2", "ddp x2", "fsdp2 x2"),
+        pytest.param(("fsdp2 x2", "ddp x2", "fsdp2 x2"), marks=pytest.mark.slow),  # CI budget
         pytest.param(("fsdp2 x2", "one device", "ddp x2"), marks=pytest.mark.slow),
     ],
     ids=" then ".join,

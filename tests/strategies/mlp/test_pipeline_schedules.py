@@ -90,6 +90,7 @@ def test_schedule_matches_single_device(single_device, settings, tmp_path, sched
     assert len(logged(tmp_path, "train/loss")) == 2
 
 
+@pytest.mark.slow  # CI budget: 32 s
 def test_pipeline_with_data_parallel_matches_single_device(single_device, settings, tmp_path):
     """2 replicas of a 2-stage pipeline on 4 processes, 16 images each: the single device's batch of 32."""
     output = run_ok(

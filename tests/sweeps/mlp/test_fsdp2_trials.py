@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import optuna
+import pytest
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
 from tests.helpers.mlp.tiny_mlp import mlp_args, write_mlp_settings
@@ -17,6 +18,7 @@ from tests.helpers.strategy_runs import logged
 LR = "model.init_args.optimizer.init_args.lr"
 
 
+@pytest.mark.slow  # CI budget: 32 s
 def test_a_sweep_runs_two_fsdp2_trials_at_once_each_sharded_over_its_own_two_processes(tmp_path, shapes_root):
     settings = write_mlp_settings(tmp_path, shapes_root, epochs=1, batch_size=16)
     space = tmp_path / "space.json"

@@ -86,6 +86,7 @@ def test_two_trials_each_a_two_node_ddp_slurm_job(cluster, tmp_path):
         assert (fields["JobState"], fields["NodeList"], fields["Restarts"]) == ("COMPLETED", "h[2-3]", "0"), fields
 
 
+@pytest.mark.slow  # CI budget: 32 s
 def test_a_pruned_trial_stops_and_its_job_leaves_the_queue(cluster, tmp_path):
     """A study whose one completed trial is far better: the SLURM trial is pruned at its first validation (a third
     of an epoch), both ranks stop there, and its job ended and left the queue."""
