@@ -395,6 +395,7 @@ def test_elastic_pods_rendezvous_and_train_with_the_node_count_torchrun_admitted
     assert_one_run_of_world_size(log_dir, outputs, world_size=2)
 
 
+@pytest.mark.slow  # CI budget: 35 s; the pods on hosts restarted stay
 def test_job_restarted_like_the_operator_after_a_pod_is_killed_ends_with_the_uninterrupted_weights(
     tmp_path, shapes_root
 ):

@@ -39,7 +39,10 @@ def trained_with(checkpoint: dict, key: str):
     return checkpoint[{"model": "hyper_parameters", "data": "datamodule_hyper_parameters"}[section]][name]
 
 
-@pytest.mark.parametrize("config", SPACES)
+@pytest.mark.parametrize(
+    "config",  # the last example's space in the default run, the others with -m slow: CI budget
+    [pytest.param(config, marks=[] if config == SPACES[-1] else [pytest.mark.slow]) for config in SPACES],
+)
 def test_a_shipped_search_space_runs_a_trial(config, tmp_path, shapes_root):
     """The trial's values are drawn from the shipped space, and its run trained with them."""
     space_file = ROOT / "configs" / "sweeps" / config

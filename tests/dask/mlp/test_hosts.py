@@ -54,6 +54,7 @@ def test_dask_scheduler_and_client_on_one_host_workers_on_two_others():
 
 
 @run_if(emulated_hosts=True)
+@pytest.mark.slow  # CI budget: 52 s; torchrun losing a host across hosts stays
 def test_dask_pipeline_across_hosts_loses_a_host_and_ends_with_the_uninterrupted_weights():
     """Pipeline stages on two worker hosts; once the client holds a checkpoint, every process of one worker host
     (worker and nanny) is killed and a worker started there again, as systemd (`Restart=always`) would; the client

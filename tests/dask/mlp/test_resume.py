@@ -39,7 +39,12 @@ DASK = ["--dask.n_workers", "2"]
 @pytest.mark.parametrize(
     ("stop", "step", "rank"),
     [
-        pytest.param(stop, *drawn, id=f"{stop}-step{drawn[0]}-rank{drawn[1]}")
+        pytest.param(
+            stop,
+            *drawn,
+            id=f"{stop}-step{drawn[0]}-rank{drawn[1]}",
+            marks=[pytest.mark.slow] if "SIGINT" in stop else [],
+        )  # SIGINT with -m slow: CI budget
         for stop in ["SIGTERM", "SIGINT to the client"]
         for drawn in [drawn_fault(f"dask-{stop}", (4, 7), 2)]
     ],
@@ -149,6 +154,7 @@ def test_dask_command_run_again_starts_a_new_run_and_ckpt_path_last_continues_th
     assert "config.resumed-1.yaml" in resumed.files(), "the extending command's config, beside the first"
 
 
+@pytest.mark.slow  # CI budget: 30 s
 def test_dask_restarts_exhausted_end_the_job_with_the_last_cause(settings, tmp_path):
     """Killed again after its one restart: the job fails with the cause of the last failure."""
     code, output = run(mlp_args(settings, tmp_path, "single", *DASK, *fault(6, "SIGKILL", rank=1)))

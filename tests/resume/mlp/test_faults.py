@@ -53,8 +53,8 @@ def uninterrupted(tmp_path_factory, settings) -> dict[str, Path]:
     return UninterruptedRuns(tmp_path_factory, settings)
 
 
-# In the default run (CI budget): one process, DDP, the pipeline; the others with -m slow.
-DEFAULT_RUN = ("single", "ddp", "pipeline")
+# In the default run (CI budget): DDP and the pipeline; the others with -m slow.
+DEFAULT_RUN = ("ddp", "pipeline")
 
 
 def stop_cases() -> list:

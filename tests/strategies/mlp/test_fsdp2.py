@@ -257,6 +257,7 @@ def uninterrupted_fsdp2(tmp_path_factory, resume_settings) -> Path:
         for drawn in [drawn_fault(f"fsdp2-{stop}", (4, 8), 2)]  # from the first epoch's last step to the last
     ],
 )
+@pytest.mark.slow  # CI budget: 32 s; resumes on other world sizes stay
 def test_a_stopped_fsdp2_run_resumes_to_the_uninterrupted_run_directory(
     uninterrupted_fsdp2, resume_settings, tmp_path, stop, step, rank
 ):

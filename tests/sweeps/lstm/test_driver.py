@@ -36,6 +36,7 @@ def test_an_unknown_search_space_key_is_one_line_naming_it(tmp_path):
     assert not (tmp_path / "sweep_lstm" / "study.journal").exists()
 
 
+@pytest.mark.slow  # CI budget: 71 s
 def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config_that_trains(tmp_path):
     """4 trials, 2 at a time: a short and a long one train, two fail on a missing names file. The driver is killed
     with SIGKILL once the short one finished and the long one is training; the same command finishes the study."""
@@ -110,6 +111,7 @@ def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config
     assert any(row.get("val/loss") for row in rows)
 
 
+@pytest.mark.slow  # CI budget: 29 s
 def test_every_rank_of_a_ddp_trial_gets_the_driver_values_and_a_pruned_trial_stops_on_every_rank(tmp_path):
     """A completed trial with a far better value at every step is in the study: the 2-rank trial is pruned at its
     first validation, on both ranks, and both trained with the values the driver chose."""

@@ -42,6 +42,7 @@ def test_concurrent_trials_each_run_on_their_own_embedded_dask_cluster(tmp_path)
     assert len(set(workers)) == 4, "the concurrent trials ran on disjoint workers"
 
 
+@pytest.mark.slow  # CI budget: 44 s
 def test_trials_on_an_existing_cluster_hold_their_own_workers_and_are_pruned_through_the_scheduler(tmp_path):
     """Two trials at once on a running cluster of two named workers started elsewhere: each on its own worker, each
     pruned at its first validation by a decision that went through the scheduler (no file channel)."""
