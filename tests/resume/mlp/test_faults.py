@@ -58,7 +58,7 @@ DEFAULT_RUN = ("ddp", "pipeline")
 
 
 def stop_cases() -> list:
-    """Every strategy with both stops; in the default run each strategy once, the stops alternating (CI budget).
+    """Every strategy with both stops; in the default run `DEFAULT_RUN`'s strategies once each, the stops alternating.
 
     Each fault hits a step from the first epoch's last step to the last one, and a rank, named in the test's id."""
     cases = []
