@@ -27,9 +27,13 @@ class SplitsDataModule(LightningDataModule):
             dataset, batch_size=self.hparams.batch_size, num_workers=workers, persistent_workers=workers > 0
         )
 
+    # How the training loader is built: the resumable order over this datamodule's samples (a subclass that streams
+    # them from shards names its own builder).
+    training_loader = staticmethod(resumable_loader)
+
     def train_dataloader(self) -> DataLoader:
         workers = self.hparams.num_workers
-        return resumable_loader(
+        return self.training_loader(
             self,
             self.train_set,
             self.hparams.batch_size,

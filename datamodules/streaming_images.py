@@ -47,6 +47,8 @@ class ImageFileRecords(Dataset):
 
 
 class StreamingImagesDataModule(ShardsDataModule, ImageFolderDataModule):
+    training_loader = staticmethod(streaming_loader)  # the chunk-local order, the shards named in the position
+
     def __init__(
         self,
         shards: str,
@@ -85,18 +87,6 @@ class StreamingImagesDataModule(ShardsDataModule, ImageFolderDataModule):
         window = self.hparams.window_chunks
         self.train_set = ShardSamples(self.shards, "train", DecodedImage(self._transforms(train=True)), window)
         self.val_set = ShardSamples(self.shards, "val", DecodedImage(self._transforms(train=False)), window)
-
-    @override
-    def train_dataloader(self):
-        workers = self.hparams.num_workers
-        return streaming_loader(
-            self,
-            self.train_set,
-            self.hparams.batch_size,
-            seed_each_sample=self.training_draws_random_numbers,
-            num_workers=workers,
-            persistent_workers=workers > 0,
-        )
 
     def shard_source(self) -> ShardSource:
         """The source image folder's splits, each image file's bytes as they are (decoded when read back)."""
