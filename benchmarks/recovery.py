@@ -1,10 +1,15 @@
 """How fast a job recovers from a lost rank, and whether a job killed again and again still ends exactly.
 
-    python benchmarks/recovery.py [--repeats 3] [--only recovery|chaos|streaming] [--chaos-minutes 5]
+    python benchmarks/recovery.py [--repeats 3] [--only recovery|load|chaos|streaming] [--chaos-minutes 5]
+                                  [--loads idle,saturated,oversubscribed]
 
 recovery  From `kill -9` of one of two ranks to the next training step of the restarted job, on the embedded Dask
           cluster (`--dask.max_restarts 1`) and under `torchrun --max-restarts 1` (target: at most 20 s each).
           The launchers alternate within each repeat.
+load      Time to recover, as `recovery` measures it, against the machine's load (`--loads`): idle; saturated, one
+          CPU-bound process per usable core besides the job; oversubscribed, two per core (trainrig/testing/load.py,
+          which the tests under load use too). The load runs from the job's start to the recovered step, as a busy
+          node's other work does. Each repeat runs every load and launcher, in turn order reversed every other repeat.
 chaos     A Dask job of at least `--chaos-minutes` of training with a random rank killed about every minute
           (`--dask.max_restarts 100`) against the same job uninterrupted: it must finish with the same final
           weights, bit for bit (deterministic CPU training).
@@ -34,6 +39,8 @@ from pathlib import Path
 import psutil
 import torch
 import yaml
+
+from trainrig.testing.load import LOAD_MODES, saturated_cpu, usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {
@@ -162,6 +169,26 @@ def recovery(repeats: int) -> None:
         print(f"{launcher}: median {statistics.median(values):.1f} s (range {min(values):.1f}-{max(values):.1f})")
 
 
+def recovery_against_load(repeats: int, loads: list[str]) -> None:
+    print(
+        f"## Recovery from kill -9 of one of two ranks against load ({repeats} repeats, {usable_cores()} usable "
+        "cores; load processes per core: " + ", ".join(f"{load} {LOAD_MODES[load]}" for load in loads) + ")"
+    )
+    runs = [(load, launcher) for load in loads for launcher in ("dask", "torchrun")]
+    seconds: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+    with tempfile.TemporaryDirectory() as scratch:
+        for repeat in range(repeats):
+            for load, launcher in runs if repeat % 2 == 0 else list(reversed(runs)):
+                with saturated_cpu(LOAD_MODES[load]):
+                    taken = recovery_seconds(launcher, Path(scratch), rank=repeat % 2)
+                seconds[load, launcher].append(taken)
+                print(f"repeat {repeat + 1}, {load}, {launcher}, rank {repeat % 2} killed: {taken:.1f} s")
+    for (load, launcher), values in seconds.items():
+        print(
+            f"{load}, {launcher}: median {statistics.median(values):.1f} s (range {min(values):.1f}-{max(values):.1f})"
+        )
+
+
 def final_weights(folder: Path) -> dict[str, torch.Tensor]:
     (path,) = folder.rglob("last.ckpt")
     return torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
@@ -266,10 +293,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chaos-minutes", type=float, default=5)
-    parser.add_argument("--only", choices=["recovery", "chaos", "streaming"])
+    parser.add_argument("--only", choices=["recovery", "load", "chaos", "streaming"])
+    parser.add_argument(
+        "--loads", type=lambda text: text.split(","), default=list(LOAD_MODES), help="for load: comma-separated"
+    )
     args = parser.parse_args()
+    if unknown := set(args.loads) - set(LOAD_MODES):
+        parser.error(f"--loads: unknown {', '.join(sorted(unknown))}; choose from {', '.join(LOAD_MODES)}")
     if args.only in (None, "recovery"):
         recovery(args.repeats)
+    if args.only in (None, "load"):
+        recovery_against_load(args.repeats, args.loads)
     if args.only in (None, "chaos"):
         chaos(args.chaos_minutes)
     if args.only in (None, "streaming"):

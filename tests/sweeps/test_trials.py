@@ -1,5 +1,6 @@
 """Which process a sweep driver signals: before a trial resumes, the driver waits for the process an earlier driver
-left in the trial's folder (`trial_N/pid`) and kills its group if it outlives the wait. Real processes, in this one."""
+left in the trial's folder (`trial_N/pid`) while its group works, and kills the group once it hangs (no CPU used for
+a while). Real processes, in this one."""
 
 import json
 import os
@@ -14,13 +15,17 @@ from tests.helpers.run_if import missing
 from trainrig.errors import UserInputError
 from trainrig.sweeps import trials
 
+pytest_plugins = ["tests.helpers.load"]  # busy_machine
+
 SLEEPER = "import sys, time; time.sleep(60)"
+# A trial stopping slowly: it keeps the CPU busy for 4 s, four times the stall the tests allow, then exits 0.
+SLOW_STOP = "import time\nend = time.monotonic() + 4\nwhile time.monotonic() < end: pass"
 
 
 @pytest.fixture
 def trial_dir(tmp_path, monkeypatch) -> Path:
-    """A trial folder as the driver makes it; a process outliving the wait is killed after 1 s instead of 120 s."""
-    monkeypatch.setattr(trials, "OLD_PROCESS_WAIT_S", 1.0)
+    """A trial folder as the driver makes it; a process that uses no CPU for 1 s (instead of 120 s) counts as hung."""
+    monkeypatch.setattr(trials, "OLD_PROCESS_STALL_S", 1.0)
     directory = tmp_path / "sweep_x" / "trial_0"
     trials.private_folder(directory)
     return directory
@@ -61,13 +66,29 @@ def plant(trial_dir: Path, pid: int, started: int) -> None:
     (trial_dir / trials.PID).chmod(0o600)
 
 
-def test_the_process_an_earlier_driver_left_is_waited_for_then_its_group_killed(trial_dir, tmp_path):
+def test_the_process_an_earlier_driver_left_is_killed_once_it_hangs(trial_dir, tmp_path):
     cli = tmp_path / "cli.py"
     cli.write_text(SLEEPER)
     process = trials.start(cli, [str(trial_dir / "channel")], trial_dir, port=0)
     try:
         trials.wait_for_earlier_process(trial_dir)
         assert process.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_process_an_earlier_driver_left_is_waited_for_while_it_works_even_on_a_busy_machine(
+    trial_dir, tmp_path, busy_machine
+):
+    """Busy for longer than the stall the driver allows, on a machine whose cores are all taken: waited for to its
+    own end (exit 0), not killed: the driver judges by the CPU it uses, not by a clock."""
+    cli = tmp_path / "cli.py"
+    cli.write_text(SLOW_STOP)
+    process = trials.start(cli, [str(trial_dir / "channel")], trial_dir, port=0)
+    try:
+        trials.wait_for_earlier_process(trial_dir)
+        assert process.wait(timeout=10) == 0, "killed while it worked"
     finally:
         process.kill()
         process.wait()

@@ -14,6 +14,7 @@ from trainrig.errors.held_output import held_output
 from trainrig.network import RanksCannotConnect, rendezvous_network
 from trainrig.registry import hooks
 from trainrig.resume.torchrun_restarts import separate_restart_attempts
+from trainrig.strategies.strategy_option import TIMEOUT_FLAG
 
 __all__ = ["main", "release_job_resources", "run", "silence_library_noise"]
 
@@ -58,10 +59,13 @@ def lost_peer_line(error: Exception) -> str | None:
     if isinstance(error, RanksCannotConnect):
         return f"{error}; exiting {exit_status.LOST_PEER}, a restart retries"
     if (peer_error := lost_peer(error)) is not None:
-        return (
-            f"lost another process of the job ({type(peer_error).__name__}: {one_line(peer_error)}); "
-            f"exiting {exit_status.LOST_PEER}, a restart resumes"
-        )
+        line = one_line(peer_error)
+        # A peer that only came back slowly (a loaded node, a pod's back-off) looks the same as a lost one once the
+        # wait for it times out: the line names the option that lengthens the wait.
+        timed_out = "timed out" in line.lower() or "timeout" in line.lower()
+        slow = f"; a peer slower to come back needs a longer {TIMEOUT_FLAG}" if timed_out else ""
+        status = f"exiting {exit_status.LOST_PEER}, a restart resumes"
+        return f"lost another process of the job ({type(peer_error).__name__}: {line}){slow}; {status}"
     return None
 
 

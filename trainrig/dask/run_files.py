@@ -9,7 +9,7 @@ from pathlib import Path
 
 from distributed import Client, Event, Future, Queue
 
-from trainrig.dask.cluster import CLUSTER_TIMEOUT_S
+from trainrig.dask.cluster import CLUSTER_TIMEOUT_S, POLL_S
 from trainrig.dask.description import RunDescription
 from trainrig.resume.atomic_io import write_atomically
 from trainrig.resume.checkpoint import keep_as_previous
@@ -49,15 +49,11 @@ class CheckpointReceiver:
 
     def receive(self) -> None:
         while self._queue.qsize():
+            # An item is there (qsize): the get is one answer of the scheduler's, which the timeout bounds.
             item = self._queue.get(timeout=CLUSTER_TIMEOUT_S)
-            sent = item
-            if isinstance(item, Future):  # a checkpoint, left on rank 0's worker until fetched
-                try:
-                    sent = item.result(timeout=CLUSTER_TIMEOUT_S)
-                except Exception:  # noqa: BLE001 - lost with the worker that held it, before it was fetched
-                    continue
-                finally:
-                    item.release()
+            sent = fetched(item) if isinstance(item, Future) else item  # a checkpoint stays on rank 0's worker
+            if sent is None:
+                continue
             path = self.output_root / sent.path
             if sent.removed:
                 path.unlink(missing_ok=True)
@@ -84,6 +80,25 @@ class CheckpointReceiver:
         for metrics in self.metrics_bases:
             drop_rows_from_step(metrics, progress["first_logged_step"])
         return (checkpoint if self.shared_dir else Path(checkpoint).read_bytes()), progress["global_step"]
+
+
+def fetched(future: Future) -> object | None:
+    """The file (a `SentFile`) `future` holds, however long fetching it takes (a large checkpoint from a loaded worker
+    takes minutes), or None once it is lost with the worker that held it; released either way.
+
+    No clock decides: the scheduler does, which cancels the key once no worker holds the data (measured: within a
+    poll of the worker's death, whether the client took the future from the queue before or after it)."""
+    try:
+        while True:
+            try:
+                return future.result(timeout=POLL_S)
+            except TimeoutError:
+                if future.status in ("lost", "cancelled"):
+                    return None
+            except Exception:  # noqa: BLE001 - lost with the worker that held it, before it was fetched
+                return None
+    finally:
+        future.release()
 
 
 def newest_checkpoint(directory: Path | None) -> tuple[str | None, dict]:

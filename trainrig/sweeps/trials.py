@@ -21,14 +21,16 @@ from trainrig.errors import UserInputError
 
 LOG = "trial.log"
 PID = "pid"  # {"pid", "started"}: the trial's process (its own group's leader) and its start time
-# Fields of /proc/PID/stat counted from the state (field 3 in proc(5)): the process group (5) and the start time in
-# clock ticks since boot (22), which no clock adjustment changes.
-STATE, GROUP, STARTED = 0, 2, 19
+# Fields of /proc/PID/stat counted from the state (field 3 in proc(5)): the process group (5), the CPU time spent in
+# user and kernel mode (14, 15) and the start time in clock ticks since boot (22), which no clock adjustment changes.
+STATE, GROUP, USER_TIME, SYSTEM_TIME, STARTED = 0, 2, 11, 12, 19
 PRIVATE = 0o700  # what the driver makes of a trial folder: the user's alone, whatever the umask
 # Variables of an enclosing distributed job, which would make a trial join it instead of starting its own.
 JOB_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE")
 PR_SET_PDEATHSIG = 1
-OLD_PROCESS_WAIT_S = 120
+# How long the processes an earlier driver left may go without using any CPU before they count as hung and are
+# killed. A clock on their whole stop would kill a trial still writing its checkpoint on a loaded machine.
+OLD_PROCESS_STALL_S = 120
 
 
 def start(cli: Path, arguments: list[str], directory: Path, port: int) -> subprocess.Popen:
@@ -96,7 +98,9 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def wait_for_earlier_process(directory: Path) -> None:
-    """Before a trial resumes, wait until the process a killed driver left (stopping on SIGTERM) has exited."""
+    """Before a trial resumes, wait until the process a killed driver left (stopping on SIGTERM) has exited, for as
+    long as its process group keeps using the CPU (checkpointing, however slowly); kill the group once it has used
+    none for OLD_PROCESS_STALL_S (hung, as in a collective whose peer is gone)."""
     pid_file = directory / PID
     if not pid_file.exists():
         return
@@ -106,12 +110,24 @@ def wait_for_earlier_process(directory: Path) -> None:
         pid, started = int(record["pid"]), int(record["started"])
     except (ValueError, KeyError, TypeError):  # not a record of this driver's, or no /proc: no process to wait for
         return
-    deadline = time.monotonic() + OLD_PROCESS_WAIT_S
+    used, advanced_at = _group_cpu_ticks(pid), time.monotonic()
     while _runs_trial(pid, started, directory):
-        if time.monotonic() > deadline:
+        if (now_used := _group_cpu_ticks(pid)) != used:
+            used, advanced_at = now_used, time.monotonic()
+        elif time.monotonic() - advanced_at > OLD_PROCESS_STALL_S:
             os.killpg(pid, signal.SIGKILL)
             return
         time.sleep(0.2)
+
+
+def _group_cpu_ticks(group: int) -> int:
+    """The CPU time (clock ticks) the live processes of process group `group` have used: it grows while any of them
+    works, the one saving the checkpoint or a rank it waits for."""
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None and int(fields[GROUP]) == group:
+            ticks += int(fields[USER_TIME]) + int(fields[SYSTEM_TIME])
+    return ticks
 
 
 def _runs_trial(pid: int, started: int, directory: Path) -> bool:

@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from trainrig.testing.hosts import EmulatedHosts, Host, hosts_unavailable
@@ -31,13 +32,17 @@ __all__ = ["SlurmCluster", "slurm_unavailable"]
 SUBNET = "198.18.1"  # SLURM's own /24, so that its harnesses never share addresses with other emulated hosts
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sacct")
 ACCOUNTING_DAEMONS = ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
-START_TIMEOUT_S = 60
+# How long a daemon that runs may take to be ready. No bound on a loaded machine's pace: a daemon that exits ends
+# the wait at once; this catches one that runs but never answers.
+START_TIMEOUT_S = 300
 QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # the daemons log to files under the root
 # Seconds: how long a finished job stays listed (MinJobAge, the default: tests read finished jobs' states), between
-# SIGTERM and SIGKILL (KillWait, default 30), and before a node that stopped answering counts as down (SlurmdTimeout,
-# default 300).
+# SIGTERM and SIGKILL (KillWait: SLURM's default, so that a requeued job's tasks on a loaded machine finish their
+# checkpoint; processes that exit sooner end it sooner), and before a node that stopped answering counts as down
+# (SlurmdTimeout, default 300: short, for the lost-node tests; a slurmd, a C daemon, answers its pings within
+# milliseconds even on a saturated machine).
 MIN_JOB_AGE_S = 300
-KILL_WAIT_S = 10
+KILL_WAIT_S = 30
 SLURMD_TIMEOUT_S = 10
 # A requeued job is held for AuthInfo's cred_expire (default 120 s) before it may start again, and pending jobs are
 # scheduled every sched_interval (default 60 s) besides on submissions and job ends.
@@ -186,10 +191,9 @@ class SlurmCluster:
         )
         if self.accounting:
             self._start_accounting()
-        self.controller.popen(["slurmctld", "-D", "-i", "-f", self.conf], env=self.environment(), **QUIET)
-        for node in self.nodes:
-            self.start_slurmd(node)
-        self._wait_until_idle()
+        daemons = [self.controller.popen(["slurmctld", "-D", "-i", "-f", self.conf], env=self.environment(), **QUIET)]
+        daemons += [self.start_slurmd(node) for node in self.nodes]
+        self._until(self._all_idle, "the SLURM nodes did not become idle", daemons, self.root / "slurmctld.log")
 
     def _start_munge(self) -> None:
         """A munged of this cluster's own (key, socket), run as the munge user as the package runs it."""
@@ -222,12 +226,11 @@ class SlurmCluster:
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.munge_socket.exists():
-            if self._munged.poll() is not None or time.monotonic() > deadline:
-                self._munged.kill()
-                raise RuntimeError(f"munged did not start: {self._munged.stderr.read()[-2000:]}")
-            time.sleep(0.1)
+        try:
+            self._until(self.munge_socket.exists, "munged did not start", [self._munged], munge_dir / "munged.log")
+        except RuntimeError as error:  # what munged said before it had a log file, when it exited
+            said = self._munged.stderr.read()[-2000:] if self._munged.poll() is not None else ""
+            raise RuntimeError(f"{error}{said}") from None
 
     def _start_accounting(self) -> None:
         """MariaDB on the controller host's loopback, a database user for slurmdbd, and slurmdbd beside slurmctld;
@@ -242,14 +245,19 @@ class SlurmCluster:
         server = ["mariadbd", "--no-defaults", "--user=root", f"--datadir={database / 'data'}", f"--socket={socket}"]
         server += ["--bind-address=127.0.0.1", f"--port={DATABASE_PORT}", f"--pid-file={database / 'mariadb.pid'}"]
         server += [f"--log-error={database / 'mariadb.log'}", "--skip-log-bin", "--innodb-buffer-pool-size=16M"]
-        self.controller.popen(server, **QUIET)
+        mariadb = self.controller.popen(server, **QUIET)
         password = os.urandom(12).hex()
         grant = (
             f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}';"
             "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
         )
-        self._until(lambda: self.controller.run(["mariadb", "--no-defaults", f"--socket={socket}", "-e", grant]),
-                    "MariaDB did not start", database / "mariadb.log")  # fmt: skip
+        grant_command = ["mariadb", "--no-defaults", f"--socket={socket}", "-e", grant]
+        self._until(
+            lambda: self.controller.run(grant_command).returncode == 0,
+            "MariaDB did not start",
+            [mariadb],
+            database / "mariadb.log",
+        )
         dbd_conf = self.root / "slurmdbd.conf"
         dbd_conf.write_text(
             SLURMDBD_CONF.format(
@@ -264,35 +272,34 @@ class SlurmCluster:
         )
         dbd_conf.chmod(0o600)  # slurmdbd refuses a configuration others can read: it holds the password
         # slurmdbd reads the slurmdbd.conf beside SLURM_CONF's file.
-        self.controller.popen(["slurmdbd", "-D"], env=self.environment(), **QUIET)
-        self._until(lambda: self.client(["sacctmgr", "--noheader", "list", "cluster"], check=False),
-                    "slurmdbd did not start", self.root / "slurmdbd.log")  # fmt: skip
+        slurmdbd = self.controller.popen(["slurmdbd", "-D"], env=self.environment(), **QUIET)
+        self._until(
+            lambda: self.client(["sacctmgr", "--noheader", "list", "cluster"], check=False).returncode == 0,
+            "slurmdbd did not start",
+            [slurmdbd],
+            self.root / "slurmdbd.log",
+        )
 
-    def _until(self, command, what: str, log: Path) -> None:
-        """Run `command` (a callable returning a CompletedProcess) until it succeeds; an error with the log's tail."""
+    def _until(self, ready: Callable[[], bool], what: str, daemons: list[subprocess.Popen], log: Path | None = None):
+        """Wait until `ready()`, for as long as every one of `daemons` runs (however slowly a loaded machine starts
+        them), up to START_TIMEOUT_S; else an error naming `what`, with the tail of `log`."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        while (result := command()).returncode != 0:
-            if time.monotonic() > deadline:
-                tail = log.read_text()[-2000:] if log.exists() else ""
-                raise RuntimeError(f"{what}: {result.stderr.strip()}\n{tail}")
+        while not ready():
+            exited = [daemon.args for daemon in daemons if daemon.poll() is not None]
+            if exited or time.monotonic() > deadline:
+                tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
+                why = f"exited: {exited}" if exited else f"not ready after {START_TIMEOUT_S} s"
+                raise RuntimeError(f"{what} ({why})\n{tail}")
             time.sleep(0.2)
 
-    def start_slurmd(self, node: Host) -> None:
+    def start_slurmd(self, node: Host) -> subprocess.Popen:
         """Start (or restart, after a node was lost) the slurmd of `node`."""
-        node.popen(["slurmd", "-D", "-N", node.name, "-f", self.conf], env=self.environment(), **QUIET)
+        return node.popen(["slurmd", "-D", "-N", node.name, "-f", self.conf], env=self.environment(), **QUIET)
 
-    def _wait_until_idle(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        states = ""
-        while time.monotonic() < deadline:
-            result = self.client(["sinfo", "--noheader", "--format=%n %t"], check=False)
-            states = result.stdout
-            lines = [line.split() for line in states.splitlines() if line.strip()]
-            if len(lines) == len(self.nodes) and all(state == "idle" for _, state in lines):
-                return
-            time.sleep(0.3)
-        log = (self.root / "slurmctld.log").read_text()[-3000:] if (self.root / "slurmctld.log").exists() else ""
-        raise RuntimeError(f"the SLURM nodes did not become idle: {states!r}\n{log}")
+    def _all_idle(self) -> bool:
+        states = self.client(["sinfo", "--noheader", "--format=%n %t"], check=False).stdout
+        lines = [line.split() for line in states.splitlines() if line.strip()]
+        return len(lines) == len(self.nodes) and all(state == "idle" for _, state in lines)
 
     def client(self, argv: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
         """A SLURM client command run on the controller host (as on a login node)."""

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from tests.helpers.faults import fault
-from tests.helpers.load import saturated_cpu
 from tests.helpers.mlp.resume_runs import (
     SEED,
     UninterruptedRuns,
@@ -21,6 +20,7 @@ from tests.helpers.mlp.resume_runs import (
     write_settings,
 )
 from tests.helpers.run_dirs import RunDirectory
+from trainrig.testing.load import saturated_cpu
 
 
 @pytest.fixture(scope="module")

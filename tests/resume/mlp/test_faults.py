@@ -41,6 +41,7 @@ from tests.helpers.mlp.resume_runs import (
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.runs import ROOT
 from tests.helpers.strategy_runs import run_processes
+from trainrig.testing.load import LOAD_MODES, saturated_cpu
 
 
 @pytest.fixture(scope="module")
@@ -117,25 +118,31 @@ def test_finished_run_extended_by_epochs_ends_as_the_longer_run(uninterrupted, s
     assert_same_run(tmp_path, uninterrupted["single"], "extended by an epoch", extra)
 
 
+@pytest.mark.parametrize("load", ["idle", "saturated"])
 def test_torchrun_restarts_a_killed_worker_and_the_job_ends_with_the_uninterrupted_weights(
-    uninterrupted, settings, tmp_path
+    uninterrupted, settings, tmp_path, load
 ):
-    """`torchrun --max-restarts 1`: rank 1 is killed (-9) mid-epoch, torchrun restarts both workers, which resume."""
+    """`torchrun --max-restarts 1`: rank 1 is killed (-9) mid-epoch, torchrun restarts both workers, which resume.
+    `saturated`: with every core kept busy (trainrig/testing/load.py), where the restarted workers take several times
+    as long to start and meet: no clock of the agent's or the rendezvous' ends the restart (the CI's one recovery
+    under load; the other launchers' run with -m slow)."""
+    uninterrupted_run = uninterrupted["ddp"]  # made before the load starts
     kill = fault(6, "SIGKILL", rank=1, once=tmp_path / "killed")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     command = [*torchrun, "--max-restarts", "1", str(ROOT / "cli.py"), "fit", *mlp_args(settings, tmp_path, "ddp")]
-    result = subprocess.run(
-        [*command, *kill, "--ckpt_path", "last"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    with saturated_cpu(LOAD_MODES[load]):
+        result = subprocess.run(
+            [*command, *kill, "--ckpt_path", "last"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
     output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
+    assert result.returncode == 0, f"{load}\n{output[-4000:]}"
     assert (tmp_path / "killed").exists(), "the kill happened"
     assert "resume: continuing from" in output and "(step 4)" in output, output[-4000:]
-    assert_same_run(tmp_path, uninterrupted["ddp"], "torchrun restart")
+    assert_same_run(tmp_path, uninterrupted_run, f"torchrun restart, {load}")
 
 
 def test_sigint_to_the_launching_process_stops_every_rank_with_a_checkpoint(settings, tmp_path):

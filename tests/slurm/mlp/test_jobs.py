@@ -12,6 +12,7 @@ from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
 from tests.slurm.mlp.jobs import JOB_TIMEOUT_S, job_log, mlp_overrides, submit, write_script
+from trainrig.testing.load import LOAD_MODES, saturated_cpu
 from trainrig.testing.slurm import SlurmCluster
 
 pytestmark = run_if(executables=("slurmctld", "slurmd", "munged", "sbatch", "scontrol"), emulated_hosts=True)
@@ -78,27 +79,31 @@ def test_two_node_model_parallel_job_equals_the_one_host_run(cluster, one_host_r
     assert_same_run_directory(RunDirectory.only_one_under(tmp_path / "slurm"), one_host_run(strategy=strategy))
 
 
-def test_scontrol_requeue_mid_epoch_continues_the_run_exactly(cluster, one_host_run, tmp_path):
+@pytest.mark.parametrize("load", ["idle", pytest.param("saturated", marks=pytest.mark.slow)])
+def test_scontrol_requeue_mid_epoch_continues_the_run_exactly(one_host_run, tmp_path, load):
     """`scontrol requeue` at step 4 (epoch 2 of 2, mid-epoch): SLURM sends the tasks SIGTERM, they save last.ckpt at
     step 5 (two processes settle a stop request a step later: trainrig/resume/preemption.py) and exit 143, SLURM
     runs the script again with SLURM_RESTART_COUNT=1, and it continues in the same run directory, which ends as the
-    uninterrupted run's. A later, new sbatch of the same script is a new run."""
+    uninterrupted run's. A later, new sbatch of the same script is a new run. `saturated` (-m slow): the cluster
+    starts and the job runs, stops and runs again with every core kept busy (trainrig/testing/load.py)."""
+    uninterrupted = one_host_run(*TWO_EPOCHS)  # made before the load starts
     requeue = ["--trainer.callbacks+=tests.slurm.mlp.events.RequeueAtStep", "--trainer.callbacks.step", "4"]
     requeue += ["--trainer.callbacks.once_marker", str(tmp_path / "requeued")]
     script = write_script(tmp_path, *TWO_NODES, "--", *mlp_overrides(tmp_path / "slurm", *TWO_EPOCHS, *requeue))
-    job_id = submit(cluster, script)
-    fields = finished_job(cluster, script, job_id)
-    log = job_log(script, job_id)
-    assert fields["Restarts"] == "1", log[-3000:]
-    assert "DUE TO JOB REQUEUE" in log and "preempted at step 5 by SIGTERM" in log, log[-3000:]
-    assert log.count("Exited with exit code 143") == 2, log[-3000:]  # both tasks, preempted
-    assert "resume: continuing from" in log and "(step 5)" in log, log[-3000:]
-    assert "SLURM auto-requeueing enabled" not in log and not list((tmp_path / "slurm").rglob("hpc_ckpt*"))
-    resumed = RunDirectory.only_one_under(tmp_path / "slurm")
-    assert_same_run_directory(resumed, one_host_run(*TWO_EPOCHS))
+    with saturated_cpu(LOAD_MODES[load]), SlurmCluster(nodes=2) as cluster:
+        job_id = submit(cluster, script)
+        fields = finished_job(cluster, script, job_id)
+        log = job_log(script, job_id)
+        assert fields["Restarts"] == "1", log[-3000:]
+        assert "DUE TO JOB REQUEUE" in log and "preempted at step 5 by SIGTERM" in log, log[-3000:]
+        assert log.count("Exited with exit code 143") == 2, log[-3000:]  # both tasks, preempted
+        assert "resume: continuing from" in log and "(step 5)" in log, log[-3000:]
+        assert "SLURM auto-requeueing enabled" not in log and not list((tmp_path / "slurm").rglob("hpc_ckpt*"))
+        resumed = RunDirectory.only_one_under(tmp_path / "slurm")
+        assert_same_run_directory(resumed, uninterrupted)
 
-    again = submit(cluster, script)
-    finished_job(cluster, script, again)
+        again = submit(cluster, script)
+        finished_job(cluster, script, again)
     assert "resume:" not in job_log(script, again)
     assert sorted(path.name for path in resumed.path.parent.iterdir()) == ["version_0", "version_1"]
 

@@ -22,6 +22,7 @@ from tests.sweeps.lstm.runs import (
     sweep_file,
 )
 from tests.sweeps.studies import study
+from trainrig.testing.load import LOAD_MODES, saturated_cpu
 
 
 def test_an_unknown_search_space_key_is_one_line_naming_it(tmp_path):
@@ -36,10 +37,13 @@ def test_an_unknown_search_space_key_is_one_line_naming_it(tmp_path):
     assert not (tmp_path / "sweep_lstm" / "study.journal").exists()
 
 
-@pytest.mark.slow  # CI budget: 71 s
-def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config_that_trains(tmp_path):
+@pytest.mark.slow  # CI budget: 71 s idle
+@pytest.mark.parametrize("load", ["idle", "saturated"])
+def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config_that_trains(tmp_path, load):
     """4 trials, 2 at a time: a short and a long one train, two fail on a missing names file. The driver is killed
-    with SIGKILL once the short one finished and the long one is training; the same command finishes the study."""
+    with SIGKILL once the short one finished and the long one is training; the same command finishes the study.
+    `saturated`: from the first driver's start to the second's end every core is kept busy (trainrig/testing/load.py):
+    the killed driver's trials stop slowly, and the second driver waits for them while they work."""
     space = {
         "trainer.limit_train_batches": {"type": "categorical", "choices": [5, 40]},
         "data.init_args.names_path": {"type": "categorical", "choices": ["data/pet_names.txt", "data/missing.txt"]},
@@ -52,30 +56,31 @@ def test_a_sweep_killed_mid_way_finishes_with_every_trial_once_and_a_best_config
         *("--trainer.val_check_interval", "5", "--trainer.callbacks+", json.dumps(timer)),
         *("--sweep", sweep_file(tmp_path / "space.json", space, **settings)),
     )
-    driver = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    started, finished = {}, set()
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        for line in driver.stderr:
-            if match := STARTED.match(line):
-                started[int(match[1])] = (int(match[2]), match[3])
-            if match := re.match(r"sweep: trial (\d+) finished", line):
-                finished.add(int(match[1]))
-            long_trial = next((n for n, v in started.items() if v == (40, "data/pet_names.txt")), None)
-            if finished and long_trial is not None:
-                break
-            assert time.monotonic() < deadline and driver.poll() is None, "the long trial never started"
-        reports = tmp_path / "sweep_lstm" / f"trial_{long_trial}" / "channel" / "reports.jsonl"
-        while not reports.exists():  # the long trial is training past its first validation
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        os.kill(driver.pid, signal.SIGKILL)
-    finally:
-        driver.kill()
-        driver.wait()
-    assert finished == {next(n for n, v in started.items() if v == (5, "data/pet_names.txt"))}
+    with saturated_cpu(LOAD_MODES[load]):
+        driver = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        started, finished = {}, set()
+        deadline = time.monotonic() + TIMEOUT_S
+        try:
+            for line in driver.stderr:
+                if match := STARTED.match(line):
+                    started[int(match[1])] = (int(match[2]), match[3])
+                if match := re.match(r"sweep: trial (\d+) finished", line):
+                    finished.add(int(match[1]))
+                long_trial = next((n for n, v in started.items() if v == (40, "data/pet_names.txt")), None)
+                if finished and long_trial is not None:
+                    break
+                assert time.monotonic() < deadline and driver.poll() is None, "the long trial never started"
+            reports = tmp_path / "sweep_lstm" / f"trial_{long_trial}" / "channel" / "reports.jsonl"
+            while not reports.exists():  # the long trial is training past its first validation
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            os.kill(driver.pid, signal.SIGKILL)
+        finally:
+            driver.kill()
+            driver.wait()
+        assert finished == {next(n for n, v in started.items() if v == (5, "data/pet_names.txt"))}
 
-    result = run(command)
+        result = run(command)
     assert result.returncode == 0, result.stderr[-3000:]
     trials = study(tmp_path, "lstm").trials
     assert len(trials) == 4
