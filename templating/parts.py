@@ -67,6 +67,8 @@ PATHS = {
         "datamodules/synthetic_shapes.py",
         "datamodules/streaming_images.py",
         "callbacks/predicted_classes_writer.py",
+        "benchmarks/streaming.py",
+        "docs/performance/streaming.md",
     ],
     "lstm": [
         "models/char_lstm.py",

@@ -28,7 +28,14 @@ from trainrig.data.shards import Shards, open_shards
 from trainrig.errors import UserInputError
 from trainrig.resume.data_order import ResumableDataLoader, ResumableSampler, resumable_loader
 
-__all__ = ["ChunkLocalSampler", "ShardSamples", "ShardsDataModule", "check_checkpoint_position", "streaming_loader"]
+__all__ = [
+    "ChunkLocalSampler",
+    "ShardSamples",
+    "ShardsDataModule",
+    "check_checkpoint_position",
+    "loader_positions",
+    "streaming_loader",
+]
 
 
 class ShardSamples(Dataset):
@@ -137,7 +144,8 @@ def streaming_loader(
     )
 
 
-def _loader_states(checkpoint: dict) -> list[dict]:
+def loader_positions(checkpoint: dict) -> list[dict]:
+    """The training loaders' data positions a checkpoint holds (a streamed one names its shards' fingerprint)."""
     loops = checkpoint.get("loops") or {}
     states = ((loops.get("fit_loop") or {}).get("state_dict") or {}).get("combined_loader") or []
     return [state for state in states if isinstance(state, dict)]
@@ -154,7 +162,7 @@ def check_checkpoint_position(ckpt_path: str | None, shards: Shards) -> None:
     path = Path(ckpt_path)
     try:
         checkpoint = read_metadata(path) if is_sharded_checkpoint(path) else read_checkpoint_file(path)
-        states = _loader_states(checkpoint)
+        states = loader_positions(checkpoint)
     finally:
         forget_read_checkpoints()
     for state in states:
