@@ -72,6 +72,8 @@ from trainrig.cli.template_cli import TemplateCLI  # noqa: E402
 from trainrig.resume.preemption import received_stop  # noqa: E402
 
 EXAMPLES = ("cnn", "lstm", "mlp")
+# The parts of the benchmark, in the order they run: `--parts` picks some, so that each fits a time limit alone.
+PARTS = ("main", "breakdown", "loader")
 # Data sizes (config overrides) for --quick: a few batches of small images or a few hundred names.
 QUICK_SIZES = {
     "cnn": ["--data.init_args.images_per_class", "10", "--data.init_args.canvas_size", "16"]
@@ -280,8 +282,8 @@ def example_sizes(example: str, settings: dict, folder: Path) -> list[str]:
 
 
 def comparisons(example: str, sizes: list[str], settings: dict, folder: Path) -> list[dict]:
-    """The example's comparisons: each has a priority (main ones 0, the breakdown 1, the loaders 2) and its cases,
-    the first being the baseline, each what `timed_run` needs but the number of epochs."""
+    """The example's comparisons: each has its part (one of PARTS) and its cases, the first being the baseline,
+    each what `timed_run` needs but the number of epochs."""
     config, output = ROOT / "configs" / f"{example}.yaml", folder / "output"
     overrides = template_overrides(config, folder, output, each_callback=not settings["quick"])
     device, precision = settings["device"], settings["precision"]
@@ -316,11 +318,11 @@ def comparisons(example: str, sizes: list[str], settings: dict, folder: Path) ->
                 "resumable loader": {"kind": "resumable loader", "args": [*built, *data], "device": "cpu"},
             }
             name = f"loader alone (cpu), {workers} workers" + (f", augment {augment}" if augment else "")
-            loaders.append({"priority": 2, "name": name, "cases": cases})
+            loaders.append({"part": "loader", "name": name, "cases": cases})
     return [
-        {"priority": 0, "name": "train only", "cases": train_only},
-        {"priority": 0, "name": "train + validate", "cases": train_and_validate},
-        {"priority": 1, "name": "breakdown, train + validate", "cases": breakdown},
+        {"part": "main", "name": "train only", "cases": train_only},
+        {"part": "main", "name": "train + validate", "cases": train_and_validate},
+        {"part": "breakdown", "name": "breakdown, train + validate", "cases": breakdown},
         *loaders,
     ]
 
@@ -440,12 +442,18 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a rehearsal: tiny data, 2 epochs against 1, 1 repeat, fewer cases"
     )
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="comma-separated subset of main,breakdown,loader (default: all)"
+    )
     parser.add_argument("--time-limit", type=float, help="seconds; no case starts after")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args()
     examples = args.examples.split(",")
     if unknown := set(examples) - set(EXAMPLES):
         parser.error(f"unknown examples {sorted(unknown)}; choose from {','.join(EXAMPLES)}")
+    parts = args.parts.split(",")
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"unknown parts {sorted(unknown)}; choose from {','.join(PARTS)}")
     if args.quick:
         args.epochs, args.repeats, args.lstm_names = 2, 1, QUICK_NAMES
     if args.epochs < 2:
@@ -467,7 +475,7 @@ def main() -> None:
         "lightning": lightning.__version__,
         "commit": git_commit(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "settings": {**settings, "examples": examples, "time_limit": args.time_limit},
+        "settings": {**settings, "examples": examples, "parts": parts, "time_limit": args.time_limit},
         "results": [],
         "not_started": [],
     }
@@ -475,9 +483,11 @@ def main() -> None:
         folder, plan, unwarmed = Path(temporary), [], {}
         for example in examples:
             example_comparisons = comparisons(example, example_sizes(example, settings, folder), settings, folder)
-            plan += [{**comparison, "example": example} for comparison in example_comparisons]
+            plan += [
+                {**comparison, "example": example} for comparison in example_comparisons if comparison["part"] in parts
+            ]
             unwarmed[example] = next(c["cases"] for c in example_comparisons if c["name"] == "train + validate")
-        plan.sort(key=lambda comparison: comparison["priority"])  # every example's main comparisons first
+        plan.sort(key=lambda comparison: PARTS.index(comparison["part"]))  # every example's main comparisons first
         for comparison in plan:
             if comparison["example"] in unwarmed and time.monotonic() < deadline:
                 warm_up(unwarmed.pop(comparison["example"]))

@@ -10,6 +10,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import nn
 from torch.nn import functional as F
 from torchmetrics.text import Perplexity
+from typing_extensions import override
 
 from lightning_modules.optimization import check_optimizer, configure_optimization
 from models.char_lstm import CharLSTM
@@ -99,7 +100,11 @@ class NameGenerator(LightningModule):
         loss, logits, targets = self.batch_loss(batch)
         self.val_perplexity.update(logits, targets)
         self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=len(targets))
-        self.log("val/perplexity", self.val_perplexity, prog_bar=True, batch_size=len(targets))
+
+    @override
+    def on_validation_epoch_end(self) -> None:
+        """The metric object is logged once, at the epoch's end, as the image classifiers log theirs."""
+        self.log("val/perplexity", self.val_perplexity, prog_bar=True)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Outside fit, the weights decide the conditional to sample from: `cli.py predict` links the config's data
