@@ -1,5 +1,5 @@
-"""What streaming from shards costs against reading the image folder itself: the generated shapes (the CNN's and the
-MLP's stand-in data), read by the training loaders the examples use, in this process; no model is trained.
+"""What streaming from shards costs against reading the image folder itself: the generated shapes (the image examples'
+stand-in data), read by the training loaders the examples use, in this process; no model is trained.
 
     python benchmarks/streaming.py [--images-per-class 1000] [--repeats 3] [--only throughput|resume|memory] [--quick]
 

@@ -33,8 +33,8 @@ class ClassificationModule(LightningModule):
 
     The steps update the metric objects; the epoch-end hooks log them, once. Handed to `self.log` in every step
     instead, each object costs Lightning's bookkeeping at every step (it moves the object to the step's device and
-    walks its attributes: about 0.3 ms a metric on a CPU, as much as the MLP's own metric update) for the same value
-    computed at the epoch's end.
+    walks its attributes: about 0.3 ms a metric on a CPU, as much as a small network's own metric update) for the
+    same value computed at the epoch's end.
     """
 
     network: nn.Module
