@@ -2,13 +2,12 @@
 it, with no clock that could drop a large checkpoint on its way from a loaded machine, and gives up at once when the
 worker is gone with it. The launcher's own embedded cluster, every core kept busy (trainrig/testing/load.py)."""
 
-import os
-import signal
 import time
 
 import pytest
 from distributed import Queue
 
+from tests.dask.workers import kill_worker
 from trainrig.dask import DaskOptions
 from trainrig.dask.cluster import connected_client
 from trainrig.dask.run_files import fetched
@@ -17,13 +16,6 @@ pytest_plugins = ["tests.helpers.load"]  # busy_machine
 
 # What "at once" allows: a few polls of the scheduler, on a loaded machine.
 GIVES_UP_WITHIN_S = 10
-
-
-def killed(client, worker: str) -> None:
-    """kill -9 the worker's process, and wait until the scheduler has dropped it."""
-    os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
-    while worker in client.scheduler_info(n_workers=-1)["workers"]:
-        time.sleep(0.1)
 
 
 @pytest.mark.timeout(180)
@@ -35,7 +27,7 @@ def test_a_checkpoint_is_fetched_while_its_worker_holds_it_and_given_up_once_the
             queue.put(client.scatter(data, workers=[holder]))
         assert fetched(queue.get(timeout=60)) == b"kept"
 
-        killed(client, holder)
+        kill_worker(client, holder)
         lost = queue.get(timeout=60)
         started = time.monotonic()
         assert fetched(lost) is None

@@ -6,7 +6,6 @@ the launcher's own choice of workers for a restart (`chosen_workers`), as a rest
 """
 
 import os
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ import dask
 import pytest
 
 from tests.dask import slow_start
+from tests.dask.workers import kill_worker
 from trainrig.dask import DaskOptions
 from trainrig.dask.cluster import chosen_workers, connected_client, nannies_of
 
@@ -44,13 +44,6 @@ def two_workers_restarted_slowly(
         nannies = nannies_of(client, workers)
         mark.touch()
         yield client, workers, nannies
-
-
-def kill_worker(client, worker: str) -> None:
-    """kill -9 the worker's process, and wait until the scheduler has dropped it, as when a restart begins."""
-    os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
-    while worker in client.scheduler_info(n_workers=-1)["workers"]:
-        time.sleep(0.1)
 
 
 @pytest.mark.timeout(180)
