@@ -17,14 +17,16 @@ plain loop: the same LightningModule used as an nn.Module, built from the same c
     runs the steps under torch.autocast(dtype=torch.bfloat16).
 
 Train only is `--trainer.limit_val_batches 0` and drops the config's scheduler (the CNN's ReduceLROnPlateau needs
-`val/loss`), for both. The breakdown (train + validate) runs beside the template: a plain Lightning Trainer (no
-logger, checkpointing or callbacks) fitting the example's LightningModule and the template's datamodule; the
-template bare (no config callbacks, logger or checkpointing: what trainrig/ always adds, its resumable loader
-included); the template without its logger (and LearningRateMonitor, which needs one); without each config
-callback in turn. The loader comparisons iterate the batches alone, on CPU: `DataLoader(train_set, shuffle=True)`
-against the datamodule's resumable `train_dataloader()` at the same settings, with and without augmentation, with
-0 and 2 workers. --quick leaves out the breakdown's single callbacks and all loader settings but 2 workers with
-augmentation.
+`val/loss`), for both; it also runs the template without the config's checkpoint callbacks and Lightning's
+checkpointing, so that what the template's machinery costs shows apart from the checkpoints the config writes at
+each epoch's end, which the plain loop does not. The breakdown (train + validate) runs beside the template: a plain
+Lightning Trainer (no logger, checkpointing or callbacks) fitting the example's LightningModule and the template's
+datamodule; the template bare (no config callbacks, logger or checkpointing: what trainrig/ always adds, its
+resumable loader included); the template without its logger (and LearningRateMonitor, which needs one); without each
+config callback in turn. The loader comparisons iterate the batches alone, on CPU: `DataLoader(train_set,
+shuffle=True)` against the datamodule's resumable `train_dataloader()` at the same settings, with and without
+augmentation, with 0 and 2 workers. --quick leaves out the breakdown's single callbacks and all loader settings but
+2 workers with augmentation.
 
 Epoch time is by difference: (a run of --epochs epochs - a run of 1 epoch) / (--epochs - 1), so start-up and data
 generation drop out; cuda is synchronized before the clock is read, and one untimed epoch of each example first
@@ -250,6 +252,12 @@ def template_overrides(config: Path, folder: Path, output: Path, each_callback: 
     variants = {
         "template": {},
         "template bare": {"callbacks": [], "logger": False, "enable_checkpointing": False},
+        # What the template costs besides the config's checkpoints (a plain loop writes none): the same run, no
+        # checkpoint written.
+        "template without checkpoints": {
+            "callbacks": [callback for callback in callbacks if not callback["class_path"].endswith("Checkpoint")],
+            "enable_checkpointing": False,
+        },
         # LearningRateMonitor refuses a trainer without a logger.
         "template without logger, LearningRateMonitor": {
             "logger": False,
@@ -304,6 +312,7 @@ def comparisons(example: str, sizes: list[str], settings: dict, folder: Path) ->
 
     train_only = {"plain loop": plain("plain loop", TRAIN_ONLY, validate=False)}
     train_only["template"] = template("template", TRAIN_ONLY)
+    train_only["template without checkpoints"] = template("template without checkpoints", TRAIN_ONLY)
     train_and_validate = {"plain loop": plain("plain loop"), "template": template("template")}
     breakdown = {"template": template("template"), "plain Lightning Trainer": plain("plain trainer")}
     breakdown |= {variant: template(variant) for variant in overrides if variant != "template"}
