@@ -20,6 +20,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.alternation import in_turn  # noqa: E402
+
 RUN_TIMEOUT_S = 1800
 LAUNCHES = {
     "dask (embedded LocalCluster, 2 workers)": ["--dask.n_workers", "2"],
@@ -78,8 +82,7 @@ def main() -> None:
     seconds: dict[str, list[float]] = {name: [] for name in LAUNCHES}
     with tempfile.TemporaryDirectory() as log_dir:
         for repeat in range(options.repeats):
-            order = list(LAUNCHES) if repeat % 2 == 0 else list(reversed(LAUNCHES))
-            for name in order:
+            for name in in_turn(LAUNCHES, repeat):
                 args = (
                     run_args(options.config, options.epochs, options.train_batches, options.batch_size, log_dir)
                     + LAUNCHES[name]

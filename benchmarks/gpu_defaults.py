@@ -59,6 +59,7 @@ import lightning  # noqa: E402
 from lightning.pytorch import Callback  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
+from benchmarks.alternation import in_turn  # noqa: E402
 from benchmarks.provenance import git_commit  # noqa: E402
 from cli import DATA_TO_MODEL_LINKS, TRAINER_DEFAULTS, run  # noqa: E402
 from trainrig.cli.entry import release_job_resources, silence_library_noise  # noqa: E402
@@ -195,7 +196,7 @@ def scheduled_cases(groups: list[list[Case]], repeats: int):
     """(repeat, case) in running order: every comparison's cases back to back, the order reversed every other repeat."""
     for repeat in range(repeats):
         for group in groups:
-            for case in group if repeat % 2 == 0 else reversed(group):
+            for case in in_turn(group, repeat):
                 yield repeat, case
 
 

@@ -32,6 +32,7 @@ from lightning.pytorch import Callback
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.alternation import in_turn  # noqa: E402
 from trainrig.testing.hosts import EmulatedHosts, Host, hosts_unavailable  # noqa: E402
 
 WARMUP_STEPS = 5
@@ -165,8 +166,7 @@ def first_step_pairs(repeats: int) -> None:
         for case, (address, client_host) in clusters.items():
             print(f"untimed first job on {case}: {time_to_first_step(address, client_host, Path(scratch)):.1f} s")
         for repeat in range(repeats):
-            order = list(cases) if repeat % 2 == 0 else list(reversed(cases))
-            for case in order:
+            for case in in_turn(cases, repeat):
                 times[case].append(time_to_first_step(*clusters[case], Path(scratch)))
                 print(f"repeat {repeat + 1} {case}: {times[case][-1]:.3f} s to the first step", flush=True)
     ratios = [across / local for across, local in zip(times["three hosts"], times["one host"])]
@@ -197,8 +197,7 @@ def main() -> None:
     times: dict[str, list[float]] = {"two hosts": [], "one host": []}
     with tempfile.TemporaryDirectory(prefix="bench-hosts-") as scratch:
         for repeat in range(args.repeats):
-            order = ("two hosts", "one host") if repeat % 2 == 0 else ("one host", "two hosts")
-            for case in order:
+            for case in in_turn(times, repeat):
                 times[case].append(run_case(case, args.steps, args.hidden, Path(scratch)))
                 print(f"repeat {repeat + 1} {case}: {times[case][-1] * 1000:.2f} ms/step", flush=True)
     ratios = [across / local for across, local in zip(times["two hosts"], times["one host"])]

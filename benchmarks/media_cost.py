@@ -25,6 +25,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.alternation import in_turn  # noqa: E402
 from benchmarks.epoch_timer import EpochTimer  # noqa: E402
 from callbacks.example_images import ExampleImages  # noqa: E402
 from callbacks.prediction_table import PredictionTable  # noqa: E402
@@ -108,7 +109,7 @@ def main() -> None:
         for logger in loggers:
             plain, media = [], []
             for repeat in range(args.repeats):
-                for with_media in (False, True) if repeat % 2 == 0 else (True, False):
+                for with_media in in_turn((False, True), repeat):
                     (media if with_media else plain).append(one_run(logger, with_media, log_dir))
             overheads = [m["epoch"] / p["epoch"] - 1 for p, m in zip(plain, media)]
             in_epoch = statistics.median(m["in_epoch"] / m["epoch"] for m in media)

@@ -68,6 +68,7 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 import cli  # noqa: E402
+from benchmarks.alternation import in_turn  # noqa: E402
 from benchmarks.provenance import git_commit  # noqa: E402
 from lightning_modules.name_generator import NameGenerator  # noqa: E402
 from trainrig.cli.template_cli import TemplateCLI  # noqa: E402
@@ -355,7 +356,7 @@ def run_comparison(comparison: dict, repeats: int, epochs: int, deadline: float)
     finished, failed = [], {}
     for repeat in range(repeats):
         seconds = {}
-        for name in names if repeat % 2 == 0 else names[::-1]:
+        for name in in_turn(names, repeat):
             if time.monotonic() > deadline:
                 break
             if name in failed:

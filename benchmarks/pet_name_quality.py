@@ -35,6 +35,7 @@ from torch.nn import functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import reference_pet_names as reference  # noqa: E402
+from benchmarks.alternation import in_turn  # noqa: E402
 from datamodules.pet_names import (  # noqa: E402
     VOCAB,
     PetNamesDataModule,
@@ -190,7 +191,7 @@ def main() -> None:
 
     rates = {windows: [], whole: []}
     for repeat in range(args.generation_repeats):
-        for run in (windows, whole) if repeat % 2 == 0 else (whole, windows):
+        for run in in_turn((windows, whole), repeat):
             torch.manual_seed(repeat)
             rates[run].append(names_per_second(run, 4096))
     demanding = windows.curve[-1][2]

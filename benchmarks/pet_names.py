@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lightning.pytorch import Trainer  # noqa: E402
 
 from benchmarks import reference_pet_names as reference  # noqa: E402
+from benchmarks.alternation import in_turn  # noqa: E402
 from benchmarks.epoch_timer import EpochTimer  # noqa: E402
 from datamodules.pet_names import VOCAB, CharWindows, PetNamesDataModule, clean_names, encode_windows, read_names  # noqa: E402
 from lightning_modules.name_generator import NameGenerator  # noqa: E402
@@ -114,7 +115,7 @@ def main() -> None:
             names_file.write_text("\n".join(epoch_names) + "\n")
             ref_epochs, our_epochs = [], []
             for repeat in range(args.repeats):
-                for side in ("reference", "template")[:: 1 if repeat % 2 == 0 else -1]:
+                for side in in_turn(("reference", "template"), repeat):
                     # The same shuffles every repeat, so generation uses the same weights whatever --repeats is.
                     torch.manual_seed(1)
                     if side == "reference":
@@ -155,7 +156,7 @@ def main() -> None:
         "bf16-true": (bf16_rates, args.template_names, lambda: bf16_model.generate(args.template_names)),
     }
     for repeat in range(args.repeats):
-        for rates, count, generate in list(sides.values())[:: 1 if repeat % 2 == 0 else -1]:
+        for rates, count, generate in in_turn(sides.values(), repeat):
             rates.append(count / call_seconds(generate))
     for label, rates in (("float32", our_rates), ("bf16-true", bf16_rates)):
         ratios = [ours / ref for ours, ref in zip(rates, ref_rates)]

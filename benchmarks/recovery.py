@@ -43,6 +43,10 @@ import yaml
 from trainrig.testing.load import LOAD_MODES, saturated_cpu, usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.alternation import in_turn  # noqa: E402
+
 SETTINGS = {
     "seed_everything": 7,
     "trainer": {
@@ -162,7 +166,7 @@ def recovery(repeats: int) -> None:
     seconds = {"dask": [], "torchrun": []}
     with tempfile.TemporaryDirectory() as scratch:
         for repeat in range(repeats):
-            for launcher in ("dask", "torchrun") if repeat % 2 == 0 else ("torchrun", "dask"):
+            for launcher in in_turn(seconds, repeat):
                 seconds[launcher].append(recovery_seconds(launcher, Path(scratch), rank=repeat % 2))
                 print(f"repeat {repeat + 1}, {launcher}, rank {repeat % 2} killed: {seconds[launcher][-1]:.1f} s")
     for launcher, values in seconds.items():
@@ -178,7 +182,7 @@ def recovery_against_load(repeats: int, loads: list[str]) -> None:
     seconds: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
     with tempfile.TemporaryDirectory() as scratch:
         for repeat in range(repeats):
-            for load, launcher in runs if repeat % 2 == 0 else list(reversed(runs)):
+            for load, launcher in in_turn(runs, repeat):
                 with saturated_cpu(LOAD_MODES[load]):
                     taken = recovery_seconds(launcher, Path(scratch), rank=repeat % 2)
                 seconds[load, launcher].append(taken)
@@ -251,7 +255,7 @@ def streaming_cost(repeats: int, every: int = 4, default_interval_s: float = 300
     saves = 0
     with tempfile.TemporaryDirectory() as scratch:
         for repeat in range(repeats):
-            for variant in list(seconds) if repeat % 2 == 0 else list(reversed(seconds)):
+            for variant in in_turn(seconds, repeat):
                 folder = Path(scratch) / f"{variant.replace(' ', '-')}-{repeat}"
                 folder.mkdir()
                 record = folder / "steps.txt"

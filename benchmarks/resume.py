@@ -34,6 +34,10 @@ import yaml
 from lightning.pytorch.callbacks import Callback
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.alternation import in_turn  # noqa: E402
+
 CNN_CONFIG = ROOT / "configs" / "cnn.yaml"
 DEFAULT_INTERVAL_S = 300
 STEPS_PER_EPOCH = 38
@@ -107,8 +111,7 @@ def checkpoint_cost(repeats: int) -> None:
     per_save = []
     checkpoint_mb = 0.0
     for repeat in range(repeats):
-        order = list(seconds) if repeat % 2 == 0 else list(reversed(seconds))
-        for variant in order:
+        for variant in in_turn(seconds, repeat):
             with tempfile.TemporaryDirectory() as scratch:
                 folder = Path(scratch)
                 record = folder / "steps.txt"
@@ -179,7 +182,7 @@ def resume_startup(repeats: int, resume_from_step: int = 10) -> None:
         finish(start_run(prepared, config, "--trainer.max_steps", str(resume_from_step)))
         startup = {"fresh": [], "resumed": []}
         for repeat in range(repeats):
-            for variant in ("fresh", "resumed") if repeat % 2 == 0 else ("resumed", "fresh"):
+            for variant in in_turn(startup, repeat):
                 folder = Path(scratch) / f"{variant}-{repeat}"
                 if variant == "resumed":
                     shutil.copytree(prepared / "logs", folder / "logs")

@@ -35,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.alternation import in_turn  # noqa: E402
 from datamodules.streaming_images import StreamingImagesDataModule  # noqa: E402
 from datamodules.synthetic_shapes import SyntheticShapesDataModule  # noqa: E402
 from trainrig.data.shards import write_shards  # noqa: E402
@@ -155,7 +156,7 @@ def resume(folder: Path, images_per_class: int, repeats: int) -> None:
         start, middle = [], []
         for repeat in range(repeats):
             pair = [(start, None), (middle, position)]
-            for times, given in pair if repeat % 2 == 0 else pair[::-1]:
+            for times, given in in_turn(pair, repeat):
                 times.append(first_batch_seconds(kind, images, shards, images_per_class, given))
         ratios = [resumed / fresh for fresh, resumed in zip(start, middle)]
         print(

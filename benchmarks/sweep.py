@@ -30,6 +30,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.alternation import in_turn  # noqa: E402
+
 RUN_TIMEOUT_S = 3600
 SPACE = {
     "model.init_args.optimizer.init_args.lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -91,8 +95,7 @@ def paired(name: str, options) -> None:
     first, second = PAIRS[name]
     results = ([], [])
     for repeat in range(options.repeats):
-        order = [(0, first), (1, second)] if repeat % 2 == 0 else [(1, second), (0, first)]
-        for index, settings in order:
+        for index, settings in in_turn(((0, first), (1, second)), repeat):
             with tempfile.TemporaryDirectory() as directory:
                 measured = sweep(Path(directory), options.trials, options.train_batches, **settings)
             results[index].append(measured)
