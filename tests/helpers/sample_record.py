@@ -5,11 +5,13 @@ import hashlib
 from pathlib import Path
 
 from lightning.pytorch import Callback
+from torch.distributed.tensor import DTensor
 
 
 class RecordSamples(Callback):
     """Appends `<epoch> <sha1 of the input>` for every training sample, once its step has finished, to
-    `rank<N>.txt`; at the end of training writes the sha1 of the rank's parameters to `rank<N>.weights`."""
+    `rank<N>.txt`; at the end of training writes the sha1 of the rank's parameters (whole, also when sharded) to
+    `rank<N>.weights`."""
 
     def __init__(self, directory: str):
         self.directory = Path(directory)
@@ -26,6 +28,8 @@ class RecordSamples(Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         digest = hashlib.sha1()
         for name, parameter in sorted(pl_module.state_dict().items()):
+            if isinstance(parameter, DTensor):  # a sharded run's (fsdp2): every rank gathers the whole, in one order
+                parameter = parameter.full_tensor()
             digest.update(name.encode())
             digest.update(parameter.detach().cpu().numpy().tobytes())
         (self.directory / f"rank{trainer.global_rank}.weights").write_text(digest.hexdigest())
