@@ -280,14 +280,14 @@ class SlurmCluster:
             self.root / "slurmdbd.log",
         )
 
-    def _until(self, ready: Callable[[], bool], what: str, daemons: list[subprocess.Popen], log: Path | None = None):
+    def _until(self, ready: Callable[[], bool], what: str, daemons: list[subprocess.Popen], log: Path):
         """Wait until `ready()`, for as long as every one of `daemons` runs (however slowly a loaded machine starts
         them), up to START_TIMEOUT_S; else an error naming `what`, with the tail of `log`."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while not ready():
             exited = [daemon.args for daemon in daemons if daemon.poll() is not None]
             if exited or time.monotonic() > deadline:
-                tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
+                tail = log.read_text()[-3000:] if log.exists() else ""
                 why = f"exited: {exited}" if exited else f"not ready after {START_TIMEOUT_S} s"
                 raise RuntimeError(f"{what} ({why})\n{tail}")
             time.sleep(0.2)
