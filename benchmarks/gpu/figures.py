@@ -1,5 +1,6 @@
 """Gathers what benchmarks/gpu/check.sh left in its output folder into one `figures.json`: the machine, each step's
-exit status and seconds, every GPU test's outcome and time, and each benchmark's own JSON.
+exit status and seconds, every GPU test's outcome and time, each benchmark's own JSON and each profiled run's report
+(Lightning's SimpleProfiler, as text).
 
     python -m benchmarks.gpu.figures OUTPUT_DIR
 
@@ -55,7 +56,7 @@ def tests(report: Path) -> list[dict]:
 
 def main(folder: Path) -> None:
     figures = {"machine": machine(), "steps": steps(folder), "gpu_tests": tests(folder / "gpu_tests.jsonl")}
-    figures["torch_version_tests"] = tests(folder / "torch_version.jsonl")
+    figures["profiles"] = {path.stem: path.read_text() for path in sorted(folder.glob("fit-profile_*.txt"))}
     for name in BENCHMARKS:
         path = folder / f"{name}.json"
         figures[name] = json.loads(path.read_text()) if path.is_file() else None

@@ -20,8 +20,9 @@ IN_THE_IMAGE = """
     pytest-timeout packaging requests jinja2 click msgpack cloudpickle fsspec toolz sortedcontainers urllib3 certifi
     idna charset-normalizer anyio httpx httpcore h11 protobuf tqdm typing-extensions zipp xxhash markupsafe
 """.split()
-# Development tools the GPU check never runs.
-NOT_ON_THE_GPU = {"ruff", "pre-commit", "cookiecutter", "jsonschema"}
+# Development tools no test imports. Every other one travels: `pytest -m gpu` imports each test module to select the
+# marked tests, and a module importing what the machine lacks (cookiecutter, jsonschema) is a collection error there.
+NOT_ON_THE_GPU = {"ruff", "pre-commit"}
 
 
 def carried() -> set[str]:
@@ -55,9 +56,22 @@ def test_the_rehearsal_runs_every_step_and_writes_one_json_of_figures(tmp_path):
     )
     assert {name: step["exit"] for name, step in figures["steps"].items()} == {
         "gpu_tests": 0,
+        "import_all": 0,
         "overhead": 0,
+        "profile_mlp": 0,
         "gpu_defaults": 0,
     }
     assert figures["gpu_tests"] and {case["outcome"] for case in figures["gpu_tests"]} == {"skipped"}
     assert figures["overhead"] and figures["gpu_defaults"], "a benchmark wrote no figures"
+    assert "run_training_batch" in figures["profiles"]["fit-profile_mlp"]
     assert "== gpu_defaults: exit 0" in (tmp_path / "check.log").read_text()
+
+
+def test_the_older_torch_check_refuses_a_version_it_cannot_pair_in_one_line():
+    result = subprocess.run(
+        ["bash", "benchmarks/gpu/older_torch.sh", "2.11"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "usage: benchmarks/gpu/older_torch.sh TORCH_VERSION [PYTEST ARGS...], a version such as 2.11.0"
+    ]

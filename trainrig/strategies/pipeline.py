@@ -142,6 +142,7 @@ class PipelineStrategy(DDPStrategy):
             data_parallel=self.data_parallel,
             world_size=self.world_size,
             scales_gradients=getattr(self.precision_plugin, "scaler", None) is not None,
+            backend=self._get_process_group_backend(),
         )
 
     @override

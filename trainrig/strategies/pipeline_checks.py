@@ -13,7 +13,12 @@ from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from typing_extensions import override
 
 from trainrig.errors import UserInputError
-from trainrig.strategies.pipeline_schedules import MICROBATCH_RULES, accepts_microbatches, stage_count_problem
+from trainrig.strategies.pipeline_schedules import (
+    MICROBATCH_RULES,
+    accepts_microbatches,
+    stage_count_problem,
+    torch_version_problem,
+)
 from trainrig.strategies.stages import model_stages
 
 
@@ -27,9 +32,11 @@ def check_pipeline_setup(
     data_parallel: int,
     world_size: int,
     scales_gradients: bool,
+    backend: str,
 ) -> None:
-    """Raise a UserInputError for a setup that cannot work: `data_parallel` pipelines over `world_size` processes,
-    each batch split into `microbatches` for `schedule` (named `schedule_name` in the options)."""
+    """Raise a UserInputError for a setup that cannot work: `data_parallel` pipelines over `world_size` processes
+    meeting on `backend`, each batch split into `microbatches` for `schedule` (named `schedule_name` in the
+    options)."""
     if microbatches < 1:
         raise UserInputError(f"pipeline microbatches must be at least 1, got {microbatches}")
     if data_parallel < 1 or world_size % data_parallel:
@@ -61,6 +68,8 @@ def check_pipeline_setup(
         )
     if scales_gradients:
         raise UserInputError("pipeline cannot use a gradient scaler (precision 16-mixed); use bf16-mixed or 32")
+    if (problem := torch_version_problem(schedule, backend)) is not None:
+        raise UserInputError(problem)
 
 
 def _check_batch_size(

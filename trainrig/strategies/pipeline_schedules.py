@@ -5,6 +5,7 @@ Kept apart from the strategy (pipeline.py) so that everyone who checks a pipelin
 launch, the launchers when they write a job) reads the same rules, and the strategy resolves its schedule here once.
 """
 
+import torch
 from torch.distributed.pipelining import (
     Schedule1F1B,
     ScheduleDualPipeV,
@@ -29,6 +30,9 @@ SCHEDULE_NAMES = (
 )
 # Schedules placing two stages on each process as a V: process r holds stages r and 2P-1-r.
 V_SCHEDULES = (ScheduleZBVZeroBubble, ScheduleDualPipeV)
+# Torch 2.11 and older hand a micro-batch between a process's own two stages of the V as a message to itself, which
+# gloo refuses ("Pair is not connected"); 2.12 passes it in memory. Seen with DualPipeV and ZBVZeroBubble on gloo.
+V_SCHEDULES_ON_GLOO_SINCE = (2, 12)
 # torch's conditions on the number of micro-batches, where it has any.
 MICROBATCH_RULES = {
     Schedule1F1B: "it needs at least one micro-batch per process",
@@ -72,6 +76,20 @@ def stage_count_problem(schedule: type, num_stages: int, processes: int) -> str 
         f"pipeline schedule {name} runs {rule}, but the model has {num_stages} stages and the trainer starts "
         f"{processes} process(es); {fix}"
     )
+
+
+def torch_version_problem(schedule: type, backend: str) -> str | None:
+    """Why this torch cannot run `schedule` on `backend` (None when it can)."""
+    version = torch.__version__.split("+")[0]
+    if schedule in V_SCHEDULES and backend == "gloo":
+        needed = V_SCHEDULES_ON_GLOO_SINCE
+        if tuple(int(part) for part in version.split(".")[:2]) < needed:
+            name = schedule.__name__.removeprefix("Schedule")
+            return (
+                f"pipeline schedule {name} on gloo needs torch {needed[0]}.{needed[1]} or newer (this is {version}): "
+                "older versions pass data between a process's own stages as messages to itself, which gloo refuses"
+            )
+    return None
 
 
 def process_of_stage(schedule: type, stage: int, processes: int, num_stages: int) -> int:

@@ -30,6 +30,7 @@ from tests.helpers.strategy_runs import (
     logged,
     optimizer_tensors,
     run_ok,
+    skip_unless_this_torch_runs,
 )
 from trainrig.strategies.pipeline import PipelineStrategy
 
@@ -57,6 +58,7 @@ def single_device(tmp_path_factory, settings) -> dict[int, Path]:
 
 @pytest.mark.parametrize("schedule", SCHEDULE_STAGES)
 def test_schedule_matches_single_device(single_device, settings, tmp_path, schedule):
+    skip_unless_this_torch_runs(schedule)
     num_stages = SCHEDULE_STAGES[schedule]
     output = run_ok(
         "fit",
@@ -152,6 +154,21 @@ def test_schedule_conditions_are_one_line_errors(
         ],
         message,
     )
+
+
+@pytest.mark.parametrize("schedule", ["DualPipeV", "ZBVZeroBubble"])
+def test_v_schedules_on_gloo_say_which_torch_they_need(capsys, monkeypatch, settings, tmp_path, schedule):
+    """Torch 2.11 (the GPU machine's) fails them after the rendezvous with gloo's "Pair is not connected"."""
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    expect_user_error(
+        capsys,
+        [
+            *args(settings, tmp_path, 4, "--trainer.devices", "2"),
+            *("--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", schedule),
+        ],
+        f"pipeline schedule {schedule} on gloo needs torch 2.12 or newer (this is 2.11.0)",
+    )
+    assert not any(tmp_path.iterdir())
 
 
 def test_checkpoint_before_the_first_step_resumes_with_the_first_step(tmp_path):
