@@ -71,10 +71,10 @@ if [[ $device == cuda ]]; then
     step overhead 150 "$python" -m benchmarks.overhead --device cuda --precision bf16-mixed --repeats 2 \
         --examples cnn,lstm,mlp --parts main --time-limit 110 --json "$out/overhead.json"
     gpu=(--trainer.accelerator gpu --trainer.devices 1 --trainer.precision bf16-mixed)
-    step profile_cnn 25 "$python" cli.py fit --config configs/cnn.yaml "${profiled[@]}" "${gpu[@]}" \
+    step profile_cnn 30 "$python" cli.py fit --config configs/cnn.yaml "${profiled[@]}" "${gpu[@]}" \
         --trainer.profiler.init_args.filename profile_cnn
     # The 68 batches of the overhead benchmark's 6,000 names.
-    step profile_lstm 20 "$python" cli.py fit --config configs/lstm.yaml "${profiled[@]}" "${gpu[@]}" \
+    step profile_lstm 25 "$python" cli.py fit --config configs/lstm.yaml "${profiled[@]}" "${gpu[@]}" \
         --trainer.limit_train_batches 68 --trainer.profiler.init_args.filename profile_lstm
     # Four at a time: with eight, the CNN's resume test (three runs, two loader workers each) outlasted the step.
     parallel=$("$python" -c "import xdist" 2>/dev/null && echo "-n 4")
