@@ -61,6 +61,7 @@ PATHS = {
         "trainrig/strategies/pipeline_schedules.py",
         "trainrig/strategies/pipeline_steps.py",
         "trainrig/strategies/stages.py",
+        "tests/helpers/pipeline_runs.py",
         "docs/model_parallel.md",
         "lightning_modules/classification.py",
         "datamodules/image_folder.py",

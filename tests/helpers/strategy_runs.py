@@ -25,20 +25,6 @@ SCHEDULE_STAGES = {
 }
 
 
-# cookiecutter: only with cnn or mlp
-def skip_unless_this_torch_runs(schedule: str) -> None:
-    """Skip a run of `schedule` on gloo that this torch cannot make; the strategy refuses it in one line instead
-    (test_v_schedules_on_gloo_say_which_torch_they_need)."""
-    # Imported here: a project without the image examples has no pipeline strategy, and this module serves it too.
-    from trainrig.strategies.pipeline_schedules import schedule_class, torch_version_problem
-
-    if (problem := torch_version_problem(schedule_class(schedule), "gloo")) is not None:
-        pytest.skip(problem)
-
-
-# cookiecutter: end
-
-
 def run_processes(subcommand: str, args: list[str], timeout: float = 240, cwd: Path = ROOT) -> tuple[int, str]:
     """`python cli.py ...` in its own process group, so a hung multi-process run is killed whole."""
     # A fresh command, as a user starts it: no rank variables a launcher left in this process.

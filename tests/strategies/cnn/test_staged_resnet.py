@@ -22,6 +22,7 @@ import torchvision
 
 from lightning_modules.image_classifier import ImageClassifier
 from models.staged_resnet import StagedResNet
+from tests.helpers.pipeline_runs import skip_unless_this_torch_runs
 from tests.helpers.runs import ROOT, run_cli
 from tests.helpers.strategy_runs import (
     SCHEDULE_STAGES,
@@ -32,7 +33,6 @@ from tests.helpers.strategy_runs import (
     logged,
     optimizer_tensors,
     run_ok,
-    skip_unless_this_torch_runs,
 )
 
 SETTINGS = """

@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_modules.mlp_classifier import MLPClassifier
 from tests.helpers.mlp.tiny_mlp import SGD, mlp_args, write_settings
+from tests.helpers.pipeline_runs import skip_unless_this_torch_runs
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.runs import run_cli
 from tests.helpers.strategy_runs import (
@@ -30,7 +31,6 @@ from tests.helpers.strategy_runs import (
     logged,
     optimizer_tensors,
     run_ok,
-    skip_unless_this_torch_runs,
 )
 from trainrig.strategies.pipeline import PipelineStrategy
 
