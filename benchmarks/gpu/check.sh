@@ -7,8 +7,9 @@
 # It installs the wheels carried in .whl/ (benchmarks/gpu/wheels.txt says which and how to fetch them), prints the
 # machine, then runs the overhead benchmark, two examples' epochs profiled, the tests marked gpu, an import of every
 # module and the GPU-defaults benchmark, most valuable first, each bounded in time so that the whole ends within 8
-# minutes and a second try fits in the loan. OUTPUT_DIR gets check.log, the
-# tests' JUnit report, each benchmark's JSON, and figures.json: all of them in one file, with the device and commit.
+# minutes and a second try fits in the loan. OUTPUT_DIR gets check.log, steps.tsv, each test's outcome as it came
+# (gpu_tests.jsonl), each benchmark's JSON, each profiled run's report (fit-profile_EXAMPLE.txt), and figures.json:
+# all of them in one file, with the device and commit.
 set -uo pipefail
 if [[ $# -ne 1 && ! ($# -eq 3 && "$2" == "--device" && "$3" =~ ^(cuda|cpu)$) ]]; then
     echo "usage: benchmarks/gpu/check.sh OUTPUT_DIR [--device cuda|cpu]" >&2
