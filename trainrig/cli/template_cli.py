@@ -30,7 +30,7 @@ from trainrig.loggers.model_summary import without_empty_flops
 from trainrig.loggers.run_config import SaveConfigToLoggers
 from trainrig.registry import hooks
 from trainrig.resume.atomic_io import AtomicCheckpointIO
-from trainrig.resume.data_order import LoaderPositionRestore
+from trainrig.resume.data_order import LoaderPositionRestore, ResumableTrainingLoader
 from trainrig.resume.epoch_metrics import EpochMetrics
 from trainrig.resume.latest import check_checkpoint_exists, continue_metrics, resolve_last
 from trainrig.resume.moved_checkpoints import MovedCheckpoints
@@ -71,6 +71,7 @@ class TemplateCLI(LightningCLI):
             ReleasedAtSetup(),
             ParallelismRecord(),
             LoaderPositionRestore(),
+            ResumableTrainingLoader(),
         ]
         callbacks = [*own_callbacks, *trainer_defaults.get("callbacks", [])]
         settings = dict(

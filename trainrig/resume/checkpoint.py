@@ -12,10 +12,17 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from typing_extensions import override
 
+from trainrig.errors import UserInputError
+from trainrig.resume.atomic_io import write_checkpoint_atomically
+from trainrig.resume.csv_logger import ContinuingCSVLogger, metrics_rows
+from trainrig.resume.loading import load_checkpoint
 from trainrig.resume.preemption import AgreedFlags, Preempted, StopSignals, clear_stop_request
-from trainrig.resume.sharded import replace_path
+from trainrig.resume.sharded import METADATA_NAME, replace_path
 
 LAST_NAME, PREVIOUS_NAME = "last.ckpt", "previous.ckpt"
+# In the checkpoint of a run that ended at `max_steps` in the middle of an epoch: how many metrics.csv rows it had
+# logged by then, before Lightning ended the epoch early (trainrig/resume/latest.py keeps only those on resume).
+METRICS_ROWS_KEY = "metrics_rows"
 
 
 class ResumableCheckpoint(ModelCheckpoint):
@@ -34,6 +41,11 @@ class ResumableCheckpoint(ModelCheckpoint):
     epoch-level plateau schedulers after those hooks, and skips that step both when it resumes from such a
     checkpoint and at the end of an epoch it resumed in the middle of; this callback takes the skipped step (with
     the metric value saved in the checkpoint in the first case).
+
+    A run whose `max_steps` ends it in the middle of an epoch saves `last.ckpt` after its last step, as a stop there
+    would: Lightning then ends the epoch early (its end hooks, its aggregates logged over part of it), which a run to a
+    larger `max_steps` does not, so that run, continued with a larger `max_steps`, goes on as the longer run would
+    have. Its checkpoint records how many metrics rows came before the early epoch end (`METRICS_ROWS_KEY`).
     """
 
     CHECKPOINT_NAME_LAST = "last"
@@ -66,6 +78,7 @@ class ResumableCheckpoint(ModelCheckpoint):
         self._agreed = AgreedFlags()  # [stop requested, save interval passed] on any rank
         self._stop: str | None = None  # "now" or "after epoch" once a stop signal reached any rank
         self._saved_for_stop = False
+        self._ended_mid_epoch = False  # `max_steps` reached before the epoch's last batch
         self._plateau_step_due: dict | None = None  # from a resumed epoch-end checkpoint: {"epoch", "monitored"}
 
     @override
@@ -116,7 +129,8 @@ class ResumableCheckpoint(ModelCheckpoint):
         if last_batch:
             return  # the epoch's end saves once validation and every epoch-end update are done
         steps_due = self._steps_between_saves > 0 and trainer.global_step % self._steps_between_saves == 0
-        if interval_passed or steps_due:
+        self._ended_mid_epoch = trainer.max_steps != -1 and trainer.global_step >= trainer.max_steps
+        if interval_passed or steps_due or self._ended_mid_epoch:
             self.save_resume_point(trainer)
         self._agreed.send(self._local_flags())  # after the save, which restarts the interval
 
@@ -139,6 +153,9 @@ class ResumableCheckpoint(ModelCheckpoint):
         self._raise_if_stopped()
         if self._stop == "after epoch":
             self._save_and_report(trainer, epoch_end=True)
+            return
+        if self._ended_mid_epoch:  # the checkpoint after the last step stays the run's resume point
+            self._record_metrics_rows(trainer)
             return
         self.save_resume_point(trainer, epoch_end=True)
         if trainer.fit_loop.restarting:  # resumed within this epoch: Lightning will not step them
@@ -164,6 +181,22 @@ class ResumableCheckpoint(ModelCheckpoint):
             f"preempted at step {trainer.global_step} by {cause}: saved {self.last_model_path}; "
             f"exiting with status {Preempted().code}, resume with --ckpt_path last"
         )
+
+    def _record_metrics_rows(self, trainer: Trainer) -> None:
+        """Adds to `last.ckpt` (a sharded one's `meta.pt`) how many metrics rows the run has logged: all but those of
+        the early epoch end, which Lightning logs next."""
+        logger = next((logger for logger in trainer.loggers if isinstance(logger, ContinuingCSVLogger)), None)
+        if logger is None or not trainer.is_global_zero:
+            return
+        logger.save()
+        last = Path(self.last_model_path)
+        target = last / METADATA_NAME if last.is_dir() else last
+        try:
+            checkpoint = load_checkpoint(target)
+        except UserInputError:  # state that only `--weights_only false` loads: resuming it says so in one line
+            return
+        checkpoint[METRICS_ROWS_KEY] = metrics_rows(Path(logger.experiment.metrics_file_path))
+        write_checkpoint_atomically(target, checkpoint)
 
     def _raise_if_stopped(self) -> None:
         if self._saved_for_stop:

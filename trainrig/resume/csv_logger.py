@@ -55,14 +55,23 @@ class ContinuingCSVLogger(CSVLogger):
         return self._experiment
 
 
-def drop_rows_from_step(metrics_file: Path, step: int) -> int:
-    """Remove rows logged at `step` or later, which a run resumed from that step logs again. Returns how many."""
+def metrics_rows(metrics_file: Path) -> int:
+    """How many rows `metrics_file` holds below its header."""
+    if not metrics_file.is_file():
+        return 0
+    with metrics_file.open(newline="") as handle:
+        return sum(1 for _ in csv.DictReader(handle))
+
+
+def drop_rows_from_step(metrics_file: Path, step: int, rows_kept: int | None = None) -> int:
+    """Remove rows logged at `step` or later, which a run resumed from that step logs again, and every row after the
+    first `rows_kept` (when given). Returns how many."""
     if not metrics_file.is_file():
         return 0
     with metrics_file.open(newline="") as handle:
         reader = csv.DictReader(handle)
         fieldnames, rows = reader.fieldnames or [], list(reader)
-    kept = [row for row in rows if not row.get("step") or int(row["step"]) < step]
+    kept = [row for row in rows[:rows_kept] if not row.get("step") or int(row["step"]) < step]
     if len(kept) < len(rows):
         staging = metrics_file.with_name(f".{metrics_file.name}.partial")
         with staging.open("w", newline="") as handle:

@@ -13,7 +13,7 @@ from pathlib import Path
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from trainrig.errors import UserInputError, one_line
-from trainrig.resume.checkpoint import LAST_NAME, PREVIOUS_NAME
+from trainrig.resume.checkpoint import LAST_NAME, METRICS_ROWS_KEY, PREVIOUS_NAME
 from trainrig.resume.csv_logger import drop_rows_from_step
 from trainrig.resume.readable import read_checkpoint_file, sharded_checkpoint_without_tensors
 from trainrig.resume.run_directory import (
@@ -39,6 +39,7 @@ class ResumePoint:
     run_dir: Path | None  # the version directory the run continues in; None when checkpoints sit in a fixed dirpath
     global_step: int
     logged_steps: int  # the step number the resumed run logs its first metrics at
+    metrics_rows: int | None = None  # the rows logged before it, for a run that ended at max_steps mid-epoch
 
 
 def names_a_file(ckpt_path: str | None) -> bool:
@@ -99,6 +100,7 @@ def loadable(path: Path, weights_only: bool = True) -> tuple[dict | None, str]:
     return {
         "global_step": checkpoint.get("global_step", 0),
         "first_logged_step": batches_that_stepped + (0 if at_epoch_end else 1),
+        "metrics_rows": checkpoint.get(METRICS_ROWS_KEY),
     }, ""
 
 
@@ -191,7 +193,7 @@ def _in_directory(directory: Path, run_dir: Path | None, weights_only: bool) -> 
     if found is None:
         return None
     path, progress = found
-    return ResumePoint(path, run_dir, progress["global_step"], progress["first_logged_step"])
+    return ResumePoint(path, run_dir, progress["global_step"], progress["first_logged_step"], progress["metrics_rows"])
 
 
 def resolve_last(config, checkpoint_root: str | None = None) -> ResumePoint | None:
@@ -216,7 +218,7 @@ def resolve_last(config, checkpoint_root: str | None = None) -> ResumePoint | No
 def continue_metrics(point: ResumePoint | None) -> None:
     """Drop the resumed run's metrics rows logged after its checkpoint, which the run logs again."""
     if point is not None and point.run_dir is not None and rank_zero_only.rank == 0:
-        drop_rows_from_step(point.run_dir / METRICS_FILE, point.logged_steps)
+        drop_rows_from_step(point.run_dir / METRICS_FILE, point.logged_steps, point.metrics_rows)
 
 
 def check_fits(model, ckpt_path, weights_only: bool = True) -> None:

@@ -18,6 +18,15 @@ MODULE_NAMES = {
         "torch.distributed.rendezvous",
         "_rendezvous_handlers",
     ): "trainrig/resume/torchrun_restarts.py, trainrig/network.py",
+    # Rebuilding a user's training DataLoader with a resumable sampler, as Lightning's `_update_dataloader` does.
+    (
+        "lightning.pytorch.utilities.data",
+        "_get_dataloader_init_args_and_kwargs",
+    ): "trainrig/resume/data_order.py (ResumableTrainingLoader)",
+    (
+        "lightning.fabric.utilities.data",
+        "_reinstantiate_wrapped_cls",
+    ): "trainrig/resume/data_order.py (ResumableTrainingLoader)",
 }
 
 

@@ -118,6 +118,18 @@ def test_finished_run_extended_by_epochs_ends_as_the_longer_run(uninterrupted, s
     assert_same_run(tmp_path, uninterrupted["single"], "extended by an epoch", extra)
 
 
+def test_run_ended_by_max_steps_mid_epoch_extended_ends_as_the_longer_run(uninterrupted, settings, tmp_path):
+    """`--trainer.max_steps 5` ends a run in the middle of its first epoch (8 steps), and Lightning ends that epoch
+    early; the same run continued with `--trainer.max_steps 16 --ckpt_path last` ends as one run to 16 (the 2-epoch
+    run): from the checkpoint after step 5, without the early epoch end's metrics row. Besides: the newest-epoch
+    checkpoint the early epoch end saved, and the config of the extending command."""
+    run_ok(mlp_args(settings, tmp_path, "single", "--trainer.max_steps", "5"))
+    output = run_ok(mlp_args(settings, tmp_path, "single", "--trainer.max_steps", "16", "--ckpt_path", "last"))
+    assert "(step 5)" in output, output[-3000:]
+    extra = ("config.resumed-1.yaml", "checkpoints/newest-epoch=0.ckpt")
+    assert_same_run(tmp_path, uninterrupted["single"], "extended from max_steps 5 to 16", extra)
+
+
 # Idle with -m slow (CI budget): the saturated machine is the harder case of the same restart.
 @pytest.mark.parametrize("load", [pytest.param("idle", marks=pytest.mark.slow), "saturated"])
 def test_torchrun_restarts_a_killed_worker_and_the_job_ends_with_the_uninterrupted_weights(
