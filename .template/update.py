@@ -74,6 +74,20 @@ CLI_MOVES = {
 class UpdateError(Exception):
     """Why the update cannot start; printed as one line."""
 
+    exit_status = 1
+
+
+class NoRepository(UpdateError):
+    """The project is no git repository with a commit to merge into: the user's to make, so bad input."""
+
+    exit_status = 2
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"{PROJECT} is no git repository with a commit, which the update merges into: run `git init && git add -A"
+            ' && git commit -m "Generated from the template"` there, then this again'
+        )
+
 
 def git(*args: str, cwd: Path = PROJECT, env: dict | None = None) -> str:
     result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
@@ -90,9 +104,21 @@ def generate(template: Path, commit: str, answers: dict, output_dir: Path) -> Pa
         raise UpdateError('cookiecutter is not installed: pip install -e ".[dev]"') from None
 
     git("checkout", "-q", commit, cwd=template)
-    project = Path(cookiecutter(str(template), no_input=True, extra_context=answers, output_dir=str(output_dir)))
+    # No repository of its own: only its files are compared (a template from before the answer ignores it).
+    context = {**answers, "_git_repository": False}
+    project = Path(cookiecutter(str(template), no_input=True, extra_context=context, output_dir=str(output_dir)))
     (project / ".template" / "source.json").unlink(missing_ok=True)
     return project
+
+
+def check_repository() -> None:
+    """The project is a git repository with a first commit: the generation makes one where git can commit."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=PROJECT, capture_output=True)
+    except FileNotFoundError:
+        raise UpdateError("git is not installed, and the update merges with it") from None
+    if head.returncode != 0:
+        raise NoRepository
 
 
 def tree_of(folder: Path, scratch: Path) -> str:
@@ -108,7 +134,7 @@ def update(template: str, target: str | None) -> None:
         raise UpdateError(
             "the project was generated from a folder that is no git repository, so no template commit was recorded"
         )
-    git("rev-parse", "--git-dir")
+    check_repository()
     with tempfile.TemporaryDirectory(prefix="template-update-") as scratch_name:
         scratch = Path(scratch_name)
         clone = scratch / "template"
@@ -280,7 +306,8 @@ def main() -> None:
     try:
         update(args.template or json.loads(RECORD.read_text())["template"], args.to)
     except (UpdateError, FileNotFoundError) as error:
-        sys.exit(f"error: {error}")
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(getattr(error, "exit_status", 1))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ project, so bad answers leave nothing behind.
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,3 +39,23 @@ source = {
     "answers": {name: value for name, value in answers.items() if not name.startswith("_")},
 }
 record.write_text(json.dumps(source, indent=2) + "\n")
+
+# The project as a git repository with its first commit: `.template/update.py` merges the template's later changes
+# into it. Not where git is missing or has no identity to commit with (the project stays a plain folder, and
+# `.template/update.py` says how to make the repository), nor in the projects update.py generates to compare.
+FIRST_COMMIT = [
+    ["git", "init", "-q"],
+    ["git", "add", "-A"],
+    # The user's commit hooks and signing are for their own commits; this one is the template's.
+    ["git", "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", "Generated from the template"],
+]
+for command in FIRST_COMMIT if answers["_git_repository"] else []:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except FileNotFoundError:
+        result = subprocess.CompletedProcess(command, 1, "", "git is not installed")
+    if result.returncode != 0:
+        shutil.rmtree(".git", ignore_errors=True)
+        reason = (result.stderr.strip().splitlines() or ["no reason given"])[-1]
+        print(f"note: the project is no git repository ({reason}); `python .template/update.py` says how to make one")
+        break

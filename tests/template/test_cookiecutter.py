@@ -76,17 +76,27 @@ def generated(source, tmp_path_factory):
     def project(variant: str) -> Path:
         if variant not in projects:
             answers = {"project_name": "Pet Vision", "author": "Ada Lovelace", **VARIANTS[variant]}
-            projects[variant] = generate(source, tmp_path_factory.mktemp(variant), **answers)
+            with pytest.MonkeyPatch.context() as patch:  # an identity for its first commit, whatever the machine's
+                for role in ("AUTHOR", "COMMITTER"):
+                    patch.setenv(f"GIT_{role}_NAME", "Ada Lovelace")
+                    patch.setenv(f"GIT_{role}_EMAIL", "ada@example.org")
+                projects[variant] = generate(source, tmp_path_factory.mktemp(variant), **answers)
         return projects[variant]
 
     return project
 
 
 def text_files(folder: Path):
-    """Code, configs and docs: not the shipped data (its pet names include a Docker), nor the record of the answers."""
+    """Code, configs and docs: not the shipped data (its pet names include a Docker), the record of the answers, nor
+    git's files."""
     for path in sorted(folder.rglob("*")):
         top = path.parts[len(folder.parts)]
-        if path.is_file() and "__pycache__" not in path.parts and top != "data" and path.name != "source.json":
+        if (
+            path.is_file()
+            and "__pycache__" not in path.parts
+            and top not in ("data", ".git")
+            and path.name != "source.json"
+        ):
             try:
                 yield path, path.read_text()
             except UnicodeDecodeError:
@@ -129,6 +139,8 @@ def test_generated_project_keeps_only_what_was_chosen(variant, generated):
     assert 'name = "pet_vision"' in pyproject and 'authors = [{name = "Ada Lovelace"}]' in pyproject
     assert (project / "README.md").read_text().startswith("# Pet Vision\n")
     assert (project / ".ci" / "run").stat().st_mode & 0o111, "the CI script stays executable"
+    assert git("log", "--format=%s", cwd=project) == "Generated from the template\n", "one first commit"
+    assert git("status", "--porcelain", cwd=project) == "", "the commit holds every file"
 
     for command in (
         [sys.executable, "-c", IMPORT_EVERY_MODULE],
@@ -334,7 +346,7 @@ def commit_all(repo: Path, message: str) -> str:
     return git("rev-parse", "HEAD", cwd=repo).strip()
 
 
-def test_template_updates_merge_into_a_project_and_report_conflicts(tmp_path):
+def test_template_updates_merge_into_a_project_and_report_conflicts(tmp_path, capfd):
     """Generate at commit A, edit the project, change the template (B), update: both edits stay; then a clash (C)."""
     template = tmp_path / "template"
     for relative in [
@@ -349,16 +361,33 @@ def test_template_updates_merge_into_a_project_and_report_conflicts(tmp_path):
         shutil.copy2(ROOT / relative, template / relative)
     git("init", "-q", "-b", "main", cwd=template)
     first = commit_all(template, "A")
-    project = Path(
-        cookiecutter(
-            f"git+file://{template}", no_input=True, extra_context=VARIANTS["lstm_alone"], output_dir=str(tmp_path)
+    # Generated where git has no identity to commit with: a plain folder, and the update says how to make one.
+    no_identity = tmp_path / "no-identity.gitconfig"
+    no_identity.write_text("[user]\n\tuseConfigOnly = true\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GIT_CONFIG_GLOBAL", str(no_identity))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        for variable in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
+            patch.delenv(variable, raising=False)
+        project = Path(
+            cookiecutter(
+                f"git+file://{template}", no_input=True, extra_context=VARIANTS["lstm_alone"], output_dir=str(tmp_path)
+            )
         )
-    )
+    note = capfd.readouterr().out
+    assert "note: the project is no git repository (" in note and "python .template/update.py` says how" in note
+    assert not (project / ".git").exists()
     record = json.loads((project / ".template" / "source.json").read_text())
     assert record["commit"] == first and record["answers"]["dask"] is False
-    git("init", "-q", "-b", "main", cwd=project)
-    commit_all(project, "generated")
     update = [sys.executable, ".template/update.py"]
+    result = subprocess.run(update, cwd=project, capture_output=True, text=True, timeout=300)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: {project} is no git repository with a commit, which the update merges into: run `git init && git add"
+        ' -A && git commit -m "Generated from the template"` there, then this again\n'
+    )
+    git("init", "-q", "-b", "main", cwd=project)  # as the line says
+    commit_all(project, "Generated from the template")
 
     config = project / "configs" / "lstm.yaml"
     config.write_text(config.read_text() + "# my own setting\n")

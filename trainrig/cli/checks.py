@@ -17,6 +17,7 @@ __all__ = [
     "check_checkpoint_fits",
     "check_config_files_parse",
     "check_model_arguments_are_linked",
+    "check_model_can_predict",
     "check_no_moved_class_path",
     "check_strategy_name",
 ]
@@ -70,6 +71,22 @@ def check_model_arguments_are_linked(data, data_to_model_links: Collection[str])
         raise UserInputError(
             f"{data.class_path}.model_arguments lists {', '.join(unlinked)}, but cli.py links model arguments only "
             "for the datamodules in datamodules/: move the class there"
+        )
+
+
+def check_model_can_predict(model) -> None:
+    """A model class that defines neither `predict_step` nor `forward` is refused before `predict` builds anything:
+    Lightning's own `predict_step` calls `forward`, and torch's missing `forward` fails with a traceback only once the
+    checkpoint is read and the first batch is in."""
+    from lightning.pytorch import LightningModule
+
+    if model is None or not isinstance(model.get("class_path"), str):
+        return
+    model_class = import_object(model.class_path)  # the parser imported it already
+    if model_class.predict_step is LightningModule.predict_step and model_class.forward is LightningModule.forward:
+        raise UserInputError(
+            f"--model {model.class_path} defines neither predict_step nor forward, so predict has nothing to run: add "
+            "`def predict_step(self, batch, batch_idx)` returning the batch's predictions"
         )
 
 

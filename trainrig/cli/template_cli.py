@@ -20,6 +20,7 @@ from trainrig.cli.checks import (
     check_checkpoint_fits,
     check_config_files_parse,
     check_model_arguments_are_linked,
+    check_model_can_predict,
     check_no_moved_class_path,
     check_strategy_name,
 )
@@ -107,6 +108,8 @@ class TemplateCLI(LightningCLI):
         if (subcommand := self.config.get("subcommand")) is not None:
             check_strategy_name(self.config[subcommand].trainer.get("strategy"))
             check_model_arguments_are_linked(self.config[subcommand].data, self.data_to_model_links)
+            if subcommand == "predict":
+                check_model_can_predict(self.config[subcommand].model)
             config = self.config[subcommand]
             # Every checkpoint is loaded with `weights_only=True`, given to Lightning explicitly: left unset (null),
             # Lightning unpickles a URL's checkpoint in full, and torch < 2.6 every file. `--weights_only false` trusts
