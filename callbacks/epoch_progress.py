@@ -4,13 +4,15 @@ it."""
 from lightning.pytorch import Callback
 from typing_extensions import override
 
+from trainrig.monitoring.log_steps import is_log_step
+
 
 class EpochProgress(Callback):
     @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         """Only at the steps the loggers write (`log_every_n_steps`), as LearningRateMonitor does: a value logged at
         any other step is dropped, and each `log` call costs Lightning's bookkeeping whether it is written or not."""
-        if not trainer._logger_connector.should_update_logs:
+        if not is_log_step(trainer):
             return
         batches = trainer.num_training_batches
         if batches and batches != float("inf"):

@@ -90,9 +90,15 @@ class NameGenerator(LightningModule):
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_INDEX)
         return loss, logits, targets
 
+    def samples_in(self, batch) -> torch.Tensor:
+        """What a training sample is here, for the throughput a run logs (trainrig/monitoring/throughput.py): a
+        character predicted, padding left out. A tensor on the batch's device, read only at log steps."""
+        return (batch[1] != PAD_INDEX).sum()
+
     def training_step(self, batch, batch_idx):
         loss, _, targets = self.batch_loss(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(targets))
+        # Not `prog_bar=True`: a host read at every step (lightning_modules/classification.py says why).
+        self.log("train/loss", loss, batch_size=len(targets))
         self.log("train/perplexity", loss.exp(), batch_size=len(targets))
         return loss
 

@@ -67,7 +67,11 @@ profiled=(--trainer.max_epochs 3 --trainer.limit_val_batches 0 --model.init_args
     --trainer.enable_progress_bar false --trainer.default_root_dir "$runs" --trainer.logger.init_args.save_dir "$runs"
     --trainer.profiler lightning.pytorch.profilers.SimpleProfiler --trainer.profiler.init_args.dirpath "$out")
 if [[ $device == cuda ]]; then
-    # First what is still open: the template's epoch against a plain loop (every GPU test passed at 8a1e5d5), then
+    # First whether a training step still synchronizes between log steps (issue 48; seconds): each example's steady
+    # steps under `torch.cuda.set_sync_debug_mode` (docs/monitoring.md). The gpu_tests step below runs it again.
+    TEST_REPORT="$out/sync_debug.jsonl" step sync_debug 60 "$python" -m pytest -m gpu "${tests[@]}" \
+        tests/monitoring/test_host_reads.py --timeout 50
+    # Then what is still open: the template's epoch against a plain loop (every GPU test passed at 8a1e5d5), then
     # where the template's epoch goes (the CNN was the furthest from the plain loop at 8a1e5d5: 1.62x, train only).
     step overhead 150 "$python" -m benchmarks.overhead --device cuda --precision bf16-mixed --repeats 2 \
         --examples cnn,lstm,mlp --parts main --time-limit 110 --json "$out/overhead.json"

@@ -30,7 +30,8 @@ LAYERS = {
     "data": {"errors", "resume"},  # shards written and streamed; resume/ keeps their position
     "strategies": {"errors", "registry", "resume"},  # the fsdp2 strategy writes the sharded checkpoints resume/ reads
     "loggers": {"registry", "resume"},
-    "cli": {"errors", "registry", "network", "resume", "strategies", "loggers"},  # what cli.py runs
+    "monitoring": set(),  # the progress bar, and when a step may read the device
+    "cli": {"errors", "registry", "network", "resume", "strategies", "loggers", "monitoring"},  # what cli.py runs
     "launch": {"errors", "registry", "strategies"},  # what a launched job runs, for every launcher below
 }
 for part_concern, allowed in declared_items("LAYERS"):

@@ -29,6 +29,7 @@ from trainrig.errors.held_output import ReleasedAtSetup, on_release
 from trainrig.errors.options import ShortErrorParser
 from trainrig.loggers.model_summary import without_empty_flops
 from trainrig.loggers.run_config import SaveConfigToLoggers
+from trainrig.monitoring.progress_bar import with_log_step_progress_bar
 from trainrig.registry import hooks
 from trainrig.resume.atomic_io import AtomicCheckpointIO
 from trainrig.resume.data_order import LoaderPositionRestore, ResumableTrainingLoader
@@ -158,7 +159,8 @@ class TemplateCLI(LightningCLI):
 
     @override
     def instantiate_trainer(self, **kwargs):
-        """Every run writes checkpoints atomically, unless the config chose its own CheckpointIO plugin."""
+        """Every run writes checkpoints atomically, unless the config chose its own CheckpointIO plugin, and shows the
+        template's progress bar, unless the config chose its own."""
         try:
             trainer = super().instantiate_trainer(**kwargs)
         except (ValueError, TypeError, MisconfigurationException) as error:  # Lightning rejects a setting
@@ -166,6 +168,9 @@ class TemplateCLI(LightningCLI):
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         trainer.callbacks = without_empty_flops(trainer.callbacks)
+        # Lightning's default progress bar reads the logged values on the host at every step; the template's reads
+        # them at log steps only.
+        trainer.callbacks = with_log_step_progress_bar(trainer.callbacks)
         return trainer
 
     # LightningCLI calls `before_<subcommand>` once the model and the trainer are built: the checkpoint is checked

@@ -68,7 +68,7 @@ ATTRIBUTES = [
         "Trainer",
         lambda: Trainer(logger=False),
         "_logger_connector",
-        "callbacks/epoch_progress.py (should_update_logs, as LearningRateMonitor reads it)",
+        "trainrig/monitoring/log_steps.py (should_update_logs, as LearningRateMonitor reads it)",
     ),
     (
         "ArgumentParser",

@@ -1,0 +1,75 @@
+"""No training step reads a device value on the host between the steps the loggers write (docs/monitoring.md).
+
+Each example trains as a user runs it (progress bar on, the config's logger and callbacks) for a dozen steps under
+`HostReads`, which counts the reads of each step (tests/monitoring/host_reads.py says which it leaves out). On a GPU
+each read stalls the host until the queued kernels have run; the GPU variant counts what CUDA reports as
+synchronizing (`torch.cuda.set_sync_debug_mode`) over the same steps.
+"""
+
+import json
+import math
+
+import pytest
+
+from tests.helpers.examples import shrink_args
+from tests.helpers.gpu import BF16, ONE_GPU
+from tests.helpers.run_if import run_if
+from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, run_cli
+
+LOG_EVERY = 5
+STEPS = 12
+
+
+def user_run_args(config: str, log_dir, shapes_root, *extra: str) -> list[str]:
+    """The config as shipped (progress bar, logger, callbacks), shrunk to `STEPS` steps of one epoch."""
+    return [
+        *("--config", str(ROOT / "configs" / config)),
+        *("--trainer.max_epochs", "1", "--trainer.limit_train_batches", str(STEPS)),
+        *("--trainer.limit_val_batches", "2", "--trainer.log_every_n_steps", str(LOG_EVERY)),
+        *("--trainer.logger.init_args.save_dir", str(log_dir)),
+        *shrink_args(config, shapes_root),
+        *("--data.init_args.batch_size", "2"),  # steps enough for a few log steps from the small data
+        *extra,
+    ]
+
+
+def reads_per_step(config: str, tmp_path, shapes_root, *extra: str, on_gpu: bool = False) -> list[int]:
+    """The reads of each step after the first (which sets things up once), but for the epoch's last."""
+    record = tmp_path / "reads.json"
+    counter = {"class_path": "tests.monitoring.host_reads.HostReads", "init_args": {"record": str(record)}}
+    counter["init_args"]["on_gpu"] = on_gpu
+    run_cli("fit", [*user_run_args(config, tmp_path, shapes_root, *extra), "--trainer.callbacks+", json.dumps(counter)])
+    (epoch,) = json.loads(record.read_text())
+    return epoch[1:]
+
+
+def assert_reads_only_at_log_steps(config: str, reads: list[int]) -> None:
+    reading = [step for step, count in enumerate(reads) if count]
+    print(f"{config}: {len(reading)} of {len(reads)} steps read, {sum(reads) / len(reads):.1f} reads a step: {reads}")
+    assert len(reading) <= math.ceil(len(reads) / LOG_EVERY), f"steps reading device values on the host: {reads}"
+    assert all(later - earlier >= LOG_EVERY for earlier, later in zip(reading, reading[1:])), reads
+
+
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
+def test_at_most_one_step_in_log_every_n_steps_reads_a_device_value(config, tmp_path, shapes_root):
+    assert_reads_only_at_log_steps(config, reads_per_step(config, tmp_path, shapes_root))
+
+
+@run_if(min_cuda_devices=1)
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
+def test_on_a_gpu_at_most_one_step_in_log_every_n_steps_synchronizes(config, tmp_path, shapes_root):
+    reads = reads_per_step(config, tmp_path, shapes_root, *ONE_GPU, *BF16, on_gpu=True)
+    assert_reads_only_at_log_steps(config, reads)
+
+
+def test_the_progress_bar_shows_the_loss_as_of_the_last_log_step(tmp_path, shapes_root, capfd):
+    run_cli("fit", user_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root))
+    assert "train/loss=" in capfd.readouterr().out
+
+
+def test_the_throughput_callback_reads_only_at_log_steps(tmp_path, shapes_root):
+    """The name generator counts characters on the device (`samples_in`); they are read at log steps only."""
+    config = "lstm.yaml" if "lstm.yaml" in EXAMPLE_CONFIGS else EXAMPLE_CONFIGS[-1]
+    throughput = json.dumps({"class_path": "trainrig.monitoring.throughput.Throughput"})
+    reads = reads_per_step(config, tmp_path, shapes_root, "--trainer.callbacks+", throughput)
+    assert_reads_only_at_log_steps(f"{config} with Throughput", reads)
