@@ -128,7 +128,7 @@ PATHS = {
         "benchmarks/strategies.py",
         "docs/performance/strategies.md",
     ],
-    "mlp and (cnn or lstm)": ["benchmarks/hosts.py", "docs/performance/hosts.md"],
+    "mlp and (cnn or lstm)": ["benchmarks/hosts.py", "docs/performance/hosts.md", "benchmarks/host_time.py"],
     "dask and lstm": [
         "benchmarks/dask_launcher.py",
         "docs/performance/dask_launcher.md",
