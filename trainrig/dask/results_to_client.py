@@ -2,9 +2,10 @@
 
 Rank 0 sends its epoch metrics as Dask events while it trains (`MetricsToClient`), every checkpoint it writes and
 its metrics file as they change (`CheckpointsToClient`, `send_small_file`, read by run_files.py on the client), and
-at the end its run directory as bytes (`collect_run_dir`, returned by the task in worker.py).
+at the end its run directory but the checkpoints as bytes (`collect_run_dir`, returned by the task in worker.py).
 """
 
+import os
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -96,31 +97,48 @@ class MetricsToClient(Callback):
         )
 
 
+CHECKPOINT_SUFFIX = ".ckpt"
+
 # How long rank 0 waits for the client to store a checkpoint before it trains on without that guarantee.
 STORED_TIMEOUT_S = 300
+
+
+# How many bytes of a checkpoint one request of the client's carries: the most of it that the worker, the scheduler
+# and the client hold in memory at a time, whatever the checkpoint's size.
+PIECE_BYTES = 8 * 2**20
+
+# The checkpoints this worker process holds open for the client to read (`read_piece`), by transfer id. An open file
+# keeps the content that was sent, whatever replaces or removes its path meanwhile (the next last.ckpt, a superseded
+# best checkpoint); the client closes it once it has the whole file (`close_transfer`).
+_sent_checkpoints: dict[str, int] = {}
 
 
 @dataclass(frozen=True)
 class SentFile:
     path: str
-    data: bytes
+    data: bytes = b""
     stored_event: str | None = None  # the Dask event the client sets once the file is on its disk
     removed: bool = False  # the rank deleted the file (a best checkpoint superseded by a better one)
+    holder: str | None = None  # a checkpoint: the worker that holds it open for the client to read, in pieces
+    transfer: str | None = None  # ... under this id
+    size: int = 0  # ... with this many bytes
 
 
 class CheckpointsToClient(AtomicCheckpointIO):
     """Rank 0's checkpoint writer under the Dask launcher: every file it writes also goes to the client.
 
     The client keeps the run's checkpoints on its own disk as they are written, so a job resumes after any worker,
-    or the whole cluster, is lost, without a filesystem shared with the workers. The bytes stay on this worker
-    until the client fetches them (only a reference passes through the scheduler, in a Dask queue), and the save
-    returns once the client has stored them: a checkpoint that training went past is never lost with this worker.
+    or the whole cluster, is lost, without a filesystem shared with the workers. The file stays open on this worker
+    and the client reads it in pieces of `PIECE_BYTES` (`read_piece`), through the scheduler as all of Dask's traffic
+    (only a reference passes through a Dask queue): a checkpoint of any size travels with bounded memory on every
+    machine, in pieces as plain bytes that nobody unpickles. The save returns once the client has stored the file: a
+    checkpoint that training went past is never lost with this worker.
     """
 
     def __init__(self, queue: str, output_root: str):
         """
         Args:
-            queue: the Dask queue the client reads: `SentFile`s or futures of them, paths relative to `output_root`.
+            queue: the Dask queue the client reads: `SentFile`s, paths relative to `output_root`.
             output_root: the worker-side directory the paths are relative to.
         """
         super().__init__()
@@ -134,10 +152,7 @@ class CheckpointsToClient(AtomicCheckpointIO):
         client = get_client()
         relative = Path(path).resolve().relative_to(Path(self.output_root).resolve()).as_posix()
         stored = f"{self.queue}-stored-{uuid.uuid4().hex}"
-        # A queue carries a future only as a whole element, so the path travels inside the scattered data, which
-        # stays on this worker: no other worker, which may be the one that just died, is involved.
-        sent = client.scatter(SentFile(relative, Path(path).read_bytes(), stored), workers=[get_worker().address])
-        Queue(self.queue, client=client).put(sent)
+        Queue(self.queue, client=client).put(held_for_client(Path(path), relative, stored, get_worker().address))
         if not Event(stored, client=client).wait(timeout=STORED_TIMEOUT_S):
             warnings.warn(
                 f"the client did not store {relative} within {STORED_TIMEOUT_S} s; training goes on", stacklevel=2
@@ -151,6 +166,31 @@ class CheckpointsToClient(AtomicCheckpointIO):
         send_small_file(self.queue, relative, b"", removed=True)
 
 
+def held_for_client(path: Path, relative_path: str, stored_event: str, holder: str) -> SentFile:
+    """Keep the file at `path` open in this worker process (`holder`) until the client has read it: the SentFile that
+    tells the client where to read it."""
+    transfer = uuid.uuid4().hex
+    descriptor = os.open(path, os.O_RDONLY)
+    _sent_checkpoints[transfer] = descriptor
+    return SentFile(
+        relative_path, b"", stored_event, holder=holder, transfer=transfer, size=os.fstat(descriptor).st_size
+    )
+
+
+def read_piece(transfer: str, offset: int, size: int) -> bytes | None:
+    """Up to `size` bytes at `offset` of the checkpoint sent as `transfer`, read from disk in this worker's event loop
+    (`Client.run`), or None when this worker process does not hold it (a replacement of the one that did)."""
+    descriptor = _sent_checkpoints.get(transfer)
+    return None if descriptor is None else os.pread(descriptor, size, offset)
+
+
+def close_transfer(transfer: str) -> None:
+    """The client has the whole checkpoint: let go of the file."""
+    descriptor = _sent_checkpoints.pop(transfer, None)
+    if descriptor is not None:
+        os.close(descriptor)
+
+
 def send_small_file(queue: str, relative_path: str, data: bytes, removed: bool = False) -> None:
     """Through the scheduler itself, where it outlives this worker (a metrics file, kilobytes)."""
     from distributed import Queue, get_client
@@ -159,13 +199,14 @@ def send_small_file(queue: str, relative_path: str, data: bytes, removed: bool =
 
 
 def collect_run_dir(output_root: Path) -> dict:
-    """Every file the run wrote, as bytes by its path under the output root (a logger's own files may sit beside
-    the run's folder), and the run's folder: where LightningCLI saved config.yaml."""
+    """Every file the run wrote but its checkpoints, which the client received as they were written, as bytes by its
+    path under the output root (a logger's own files may sit beside the run's folder), and the run's folder: where
+    LightningCLI saved config.yaml."""
     saved_configs = sorted(output_root.rglob("config.yaml"))
     run_dir = saved_configs[0].parent if saved_configs else output_root
     files = {
         path.relative_to(output_root).as_posix(): path.read_bytes()
         for path in sorted(output_root.rglob("*"))
-        if path.is_file()
+        if path.is_file() and path.suffix != CHECKPOINT_SUFFIX
     }
     return {"run_dir": run_dir.relative_to(output_root).as_posix(), "files": files}

@@ -4,14 +4,17 @@ it trains, and the files rank 0 returns at the end."""
 import csv
 import io
 import logging
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
-from distributed import Client, Event, Future, Queue
+from distributed import Client, Event, Queue
 
 from trainrig.dask.cluster import CLUSTER_TIMEOUT_S, POLL_S
 from trainrig.dask.description import RunDescription
-from trainrig.resume.atomic_io import write_atomically
+from trainrig.dask.results_to_client import PIECE_BYTES, SentFile, close_transfer, read_piece
+from trainrig.resume.atomic_io import _replaced_atomically, write_atomically
 from trainrig.resume.checkpoint import keep_as_previous
 from trainrig.resume.csv_logger import drop_rows_from_step
 from trainrig.resume.latest import checkpoint_candidates, first_usable, names_a_file
@@ -50,19 +53,16 @@ class CheckpointReceiver:
     def receive(self) -> None:
         while self._queue.qsize():
             # An item is there (qsize): the get is one answer of the scheduler's, which the timeout bounds.
-            item = self._queue.get(timeout=CLUSTER_TIMEOUT_S)
-            sent = fetched(item) if isinstance(item, Future) else item  # a checkpoint stays on rank 0's worker
-            if sent is None:
-                continue
+            sent = self._queue.get(timeout=CLUSTER_TIMEOUT_S)
             path = self.output_root / sent.path
             if sent.removed:
                 path.unlink(missing_ok=True)
                 self.checkpoints = [kept for kept in self.checkpoints if kept != path]
-            elif path.suffix == ".ckpt":
-                store_checkpoint(path, sent.data)
+            elif sent.holder is not None:  # a checkpoint, which rank 0's worker holds for this client to read
+                if not store_checkpoint(path, pieces(self._client, sent)):
+                    continue  # lost with that worker
                 self.checkpoints.append(path)
-                if sent.stored_event is not None:
-                    Event(sent.stored_event, client=self._client).set()
+                Event(sent.stored_event, client=self._client).set()
             else:
                 if path not in self.metrics_bases:
                     self.metrics_bases[path] = path.read_text() if path.is_file() else None
@@ -82,23 +82,39 @@ class CheckpointReceiver:
         return (checkpoint if self.shared_dir else Path(checkpoint).read_bytes()), progress["global_step"]
 
 
-def fetched(future: Future) -> object | None:
-    """The file (a `SentFile`) `future` holds, however long fetching it takes (a large checkpoint from a loaded worker
-    takes minutes), or None once it is lost with the worker that held it; released either way.
+class LostWithItsWorker(Exception):
+    """The worker that held a checkpoint is gone before the client had all of it."""
 
-    No clock decides: the scheduler does, which cancels the key once no worker holds the data (measured: within a
-    poll of the worker's death, whether the client took the future from the queue before or after it)."""
+
+def pieces(client: Client, sent: SentFile) -> Iterator[bytes]:
+    """The checkpoint `sent` names, read from the worker that holds it in pieces of `PIECE_BYTES` (see
+    `results_to_client.CheckpointsToClient`), then let go of there; LostWithItsWorker once that worker is gone.
+
+    Each piece is one request, answered within the time the worker takes to read and send a few megabytes: no clock
+    bounds the whole file, which a loaded machine may take minutes to send. (Dask's `Future.result(timeout=...)`
+    cancels the fetch in flight when it times out: polled so, a file that takes longer than the poll to send was
+    fetched again and again, never whole.)"""
+    for offset in range(0, sent.size, PIECE_BYTES):
+        yield piece(client, sent, offset)
     try:
-        while True:
-            try:
-                return future.result(timeout=POLL_S)
-            except TimeoutError:
-                if future.status in ("lost", "cancelled"):
-                    return None
-            except Exception:  # noqa: BLE001 - lost with the worker that held it, before it was fetched
-                return None
-    finally:
-        future.release()
+        client.run(close_transfer, sent.transfer, workers=[sent.holder])
+    except OSError:
+        pass  # the worker is gone, and the file with it
+
+
+def piece(client: Client, sent: SentFile, offset: int) -> bytes:
+    """One piece of `sent` at `offset`, asked for again while its worker is still there to answer."""
+    while True:
+        if sent.holder not in client.scheduler_info(n_workers=-1)["workers"]:
+            raise LostWithItsWorker(sent.path)
+        try:
+            data = client.run(read_piece, sent.transfer, offset, PIECE_BYTES, workers=[sent.holder])[sent.holder]
+        except OSError:  # the connection to the worker broke: it died, or the network hiccupped
+            time.sleep(POLL_S)
+            continue
+        if data is None:  # a replacement worker under the same address: the one that held the file is gone
+            raise LostWithItsWorker(sent.path)
+        return data
 
 
 def newest_checkpoint(directory: Path | None) -> tuple[str | None, dict]:
@@ -107,11 +123,18 @@ def newest_checkpoint(directory: Path | None) -> tuple[str | None, dict]:
     return (str(found[0]), found[1]) if found is not None else (None, {})
 
 
-def store_checkpoint(path: Path, data: bytes) -> None:
-    """Write atomically; a new last.ckpt keeps the one it replaces as previous.ckpt, as on the rank."""
+def store_checkpoint(path: Path, data: Iterator[bytes]) -> bool:
+    """Write atomically, piece by piece as they come; a new last.ckpt keeps the one it replaces as previous.ckpt, as
+    on the rank. False, with nothing written, when the checkpoint was lost on its way."""
     path.parent.mkdir(parents=True, exist_ok=True)
     keep_as_previous(path)
-    write_atomically(path, data)
+    try:
+        with _replaced_atomically(path) as handle:
+            for piece_data in data:
+                handle.write(piece_data)
+    except LostWithItsWorker:
+        return False
+    return True
 
 
 def write_run_dir(
@@ -129,8 +152,6 @@ def write_run_dir(
         if in_run == METRICS_FILE:
             base = (metrics_bases or {}).get(path, path.read_text() if path.is_file() else None)
             write_atomically(path, combined_metrics(base, data).encode())
-        elif path.suffix == ".ckpt":
-            continue  # received while training, in the order they were written
         elif in_run is None or not SAVED_CONFIG.fullmatch(in_run):
             path.write_bytes(data)
     # The config that reproduces this run is the client's, with its dask section, not the one each rank ran.

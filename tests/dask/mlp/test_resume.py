@@ -19,6 +19,7 @@ from tests.helpers.mlp.resume_runs import (
     run_ok,
     write_settings,
 )
+from tests.helpers.padded_checkpoint import PADDED_CHECKPOINTS, assert_padded
 from tests.helpers.run_dirs import RunDirectory
 from trainrig.testing.load import saturated_cpu
 
@@ -52,7 +53,9 @@ DASK = ["--dask.n_workers", "2"]
 def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop, step, rank):
     """A rank's worker process gets SIGTERM, or the client gets SIGINT; the command with `--ckpt_path last` resumes.
 
-    No filesystem is shared: rank 0 sends each checkpoint to the client as it is written.
+    No filesystem is shared: rank 0 sends each checkpoint to the client as it is written, at a real model's size
+    (over 100 MB, padded): a transfer that outlived the 300 s a save waits for the client once kept such a checkpoint
+    from ever arriving.
     """
     context = f"dask, {stop} at step {step} on rank {rank} (RESUME_TEST_SEED={SEED})"
     signal_name, to_parent = ("SIGINT", True) if stop == "SIGINT to the client" else (stop, False)
@@ -61,14 +64,19 @@ def test_dask_run_resumes_bit_for_bit(uninterrupted, settings, tmp_path, stop, s
         tmp_path,
         "single",
         *DASK,
+        PADDED_CHECKPOINTS,
         *fault(step, signal_name, rank, to_parent=to_parent, once=tmp_path / "fired"),
     )
     code, output = run(command)
     assert code == 143, f"{context}\n{output[-3000:]}"
     assert "preempted at step" in output and "--ckpt_path last continues the run" in output, context
 
-    output = run_ok([*command, "--ckpt_path", "last"])
-    assert "resume: continuing from" in output, f"{context}\n{output[-3000:]}"
+    last = RunDirectory.only_one_under(tmp_path).path / "checkpoints" / "last.ckpt"
+    assert_padded(last)
+    resumed = run_ok([*command, "--ckpt_path", "last"])
+    assert "resume: continuing from" in resumed, f"{context}\n{resumed[-3000:]}"
+    assert "did not store" not in output + resumed, f"{context}: a checkpoint waited out the client"
+    assert_padded(last)
     assert [path.name for path in (tmp_path / "mlp").iterdir()] == ["version_0"], (
         "a resumed job keeps one run directory"
     )
