@@ -33,7 +33,8 @@ with open(os.environ["RECORD"], "a") as record:
 def test_hostile_values_reach_srun_as_literal_arguments_and_run_nothing(tmp_path, monkeypatch):
     (tmp_path / CONFIG).write_text("{}\n")
     monkeypatch.chdir(tmp_path)  # the config is given relative to the folder the script is generated in
-    passed_on = [word for value in HOSTILE for word in ("--model.init_args.note", value)]
+    # An option cli.py fit takes any string for: the generator parses what follows `--` before it writes.
+    passed_on = [word for value in HOSTILE for word in ("--trainer.default_root_dir", value)]
     request = ["--nodes", "1", "--config", CONFIG, "--job-name", "job", "--log", LOG]
     sbatch.main([*request, "--output", "job.sbatch", "--", *passed_on])
     script = (tmp_path / "job.sbatch").read_text()

@@ -27,6 +27,7 @@ from trainrig.cli.checks import (
 from trainrig.errors import UserInputError, one_line
 from trainrig.errors.held_output import ReleasedAtSetup, on_release
 from trainrig.errors.options import ShortErrorParser
+from trainrig.errors.user_code import building_error, raised_while_building
 from trainrig.loggers.model_summary import without_empty_flops
 from trainrig.loggers.run_config import SaveConfigToLoggers
 from trainrig.monitoring.progress_bar import with_log_step_progress_bar
@@ -139,11 +140,17 @@ class TemplateCLI(LightningCLI):
 
     @override
     def instantiate_classes(self) -> None:
-        """An optional part may run the job elsewhere (on a cluster's workers); then nothing is left to run here."""
+        """An optional part may run the job elsewhere (on a cluster's workers); then nothing is left to run here. A
+        class whose own code raises while it is built is named with that error (trainrig/errors/user_code.py)."""
         if any(run_elsewhere(self, self.job) for run_elsewhere in hooks("run_elsewhere")):
             self.subcommand = None
             return
-        super().instantiate_classes()
+        try:
+            super().instantiate_classes()
+        except Exception as error:
+            if (cause := raised_while_building(error)) is None:
+                raise
+            raise building_error(error, cause) from cause
 
     @override
     def after_instantiate_classes(self) -> None:

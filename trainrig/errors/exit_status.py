@@ -6,7 +6,9 @@ Launchers, cluster restart policies and the drivers of trials decide from the st
 - `BAD_INPUT` (2): the user's mistake, printed as one line (`error: ...`); a retry cannot help;
 - `STOPPED` (143, 128 + SIGTERM): stopped by SIGTERM or SIGINT after every rank wrote its checkpoint;
 - `LOST_PEER` (134, 128 + SIGABRT): another process of the job went away (killed, crashed, unreachable);
-- anything else, 1 above all: a bug, with its traceback.
+- anything else, 1 above all: a bug, with its traceback; also in the user's own model or data
+  (trainrig/errors/user_code.py): an exception their code raises while imported or built is not bad input, the
+  command is right, the code at the traceback's file and line is what to fix.
 
 128 and above is what a process ended by a signal reports; a restart with `--ckpt_path last` resumes it.
 """

@@ -10,6 +10,7 @@ import argparse
 import difflib
 import inspect
 import re
+import sys
 from typing import NoReturn
 
 from jsonargparse import ArgumentParser
@@ -18,6 +19,7 @@ from typing_extensions import override
 
 from trainrig.errors import UserInputError
 from trainrig.errors.moved import moved_class_path_error
+from trainrig.errors.user_code import class_path_problem
 from trainrig.registry import import_object
 
 UNKNOWN_ARGUMENTS = re.compile(r"unrecognized arguments: (?P<given>.+)")
@@ -45,7 +47,13 @@ YAML_PROBLEM = re.compile(r"Problems parsing config:.*\n(?P<problem>[^\n]+)\n\s+
 
 
 class ShortErrors:
-    """A jsonargparse parser whose errors are one line that suggests the option probably meant."""
+    """A jsonargparse parser whose errors are one line that suggests the option probably meant, and that takes an
+    option only as spelled: argparse would read `--trainer.max_epoch` as `--trainer.max_epochs`, which the same key
+    in a YAML config is not."""
+
+    @override
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:
@@ -67,6 +75,19 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     bad input."""
 
     @override
+    def parse_known_args(self, args=None, namespace=None):
+        """An option is taken only as spelled, as in every parser of the project (argparse would take `--node` for
+        `--nodes`), and an unknown one is named with the near ones before argparse misses a required one: `--node 2`
+        is a misspelt `--nodes`, not a missing one."""
+        given = sys.argv[1:] if args is None else list(args)
+        known = options_of(self)
+        for word in given[: given.index("--")] if "--" in given else given:
+            option = word.split("=", 1)[0]
+            if option.startswith("--") and option not in known:
+                raise UserInputError(f"unknown option {option}{did_you_mean(option, known)} (see --help)")
+        return super().parse_known_args(args, namespace)
+
+    @override
     def error(self, message: str) -> NoReturn:
         raise UserInputError(f"{message} (see --help)")
 
@@ -76,11 +97,22 @@ def one_line_problem(message: str, parser: ArgumentParser) -> str:
     if UNKNOWN_CLASS_ARGUMENT.search(message):
         problem = None
     else:
-        problem = moved_class_path_error(message) or nested_value(message) or wrong_value(message)
+        problem = (
+            moved_class_path_error(message)
+            or user_class_problem(message)
+            or nested_value(message)
+            or wrong_value(message)
+        )
     if problem is not None:
         return problem
     command = parser.prog.replace(" [options]", "")
     return f"{unknown_option(message, parser)} (all options: {command} --help)"
+
+
+def user_class_problem(message: str) -> str | None:
+    """A class path given to an option that does not import or misses a required argument (user_code.py)."""
+    outer = PARSER_KEY.match(message)
+    return class_path_problem(message, outer["key"]) if outer is not None else None
 
 
 def unknown_option(message: str, parser: ArgumentParser) -> str:

@@ -23,8 +23,9 @@ import yaml
 
 from trainrig.errors.exit_status import entry_point
 from trainrig.kubernetes import pytorchjob_v1, trainjob
-from trainrig.kubernetes.request import JobRequest, parse_request, resume_warning
+from trainrig.kubernetes.request import JobRequest, fit_arguments, parse_request, resume_warning
 from trainrig.kubernetes.runai import runai_command
+from trainrig.launch.fit_arguments import check_fit_arguments
 
 
 def manifests(request: JobRequest) -> list[dict]:
@@ -45,6 +46,7 @@ def summary(request: JobRequest) -> str:
 @entry_point
 def main(argv: list[str] | None = None) -> None:
     request, output = parse_request(sys.argv[1:] if argv is None else argv)
+    check_fit_arguments([*fit_arguments(request, num_nodes=request.pods), *request.overrides])
     documents = yaml.safe_dump_all(manifests(request), sort_keys=False, default_flow_style=None, width=1_000_000)
     warning = resume_warning(request)
     if warning:

@@ -321,8 +321,18 @@ def fit_command(
 ) -> list[str]:
     """`cli.py fit` with the strategy (`strategy`, else the one asked for, else DDP) and devices of the pod shape, and
     the node count and cluster environment where the kind gives them; the launcher before it is each kind's."""
+    return ["cli.py", "fit", *fit_arguments(request, num_nodes, plugins, strategy)]
+
+
+def fit_arguments(
+    request: JobRequest,
+    num_nodes: int | None = None,
+    plugins: str | None = None,
+    strategy: JobStrategy | None = None,
+) -> list[str]:
+    """The arguments of `fit_command`, without the overrides that follow them."""
     flags = trainer_flags(strategy or request.strategy, request.accelerator, request.nproc_per_node, num_nodes, plugins)
-    return ["cli.py", "fit", "--config", request.config, *flags]
+    return ["--config", request.config, *flags]
 
 
 def logs_dir(request: JobRequest) -> str:

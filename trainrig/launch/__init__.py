@@ -7,5 +7,7 @@ beside this one): the launcher keeps only what is its own, the script, the manif
 - `trainer_flags`: the trainer flags sized to the job's nodes and processes;
 - `pipeline_fit`: whether a pipeline's stages fit the job's processes, checked before the job waits in a queue (it
   comes with the pipeline strategy);
-- `timeouts`: how long a job's processes wait for a lost peer.
+- `timeouts`: how long a job's processes wait for a lost peer;
+- `fit_arguments`: the job's `cli.py fit` arguments parsed by the training CLI's own parser, building nothing, before
+  the job is written.
 """

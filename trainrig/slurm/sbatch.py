@@ -35,6 +35,7 @@ from trainrig.errors import UserInputError
 from trainrig.errors.exit_status import entry_point
 from trainrig.errors.options import OneLineArgumentParser
 from trainrig.launch.arguments import RESUME, Launcher, job_arguments, split_at_separator
+from trainrig.launch.fit_arguments import check_fit_arguments
 from trainrig.launch.strategy import JobStrategy, Placement
 from trainrig.launch.trainer_flags import trainer_flags
 from trainrig.strategies.strategy_option import STRATEGY_FLAG
@@ -233,7 +234,12 @@ def time_limit_seconds(value: str) -> int:
 
 def training_command(request: BatchRequest) -> list[str]:
     """What every srun task runs: cli.py fit sized to the whole job, with the strategy asked for."""
-    return ["python", "cli.py", "fit", "--config", request.config, *launcher_arguments(request), *request.overrides]
+    return ["python", "cli.py", "fit", *fit_arguments(request)]
+
+
+def fit_arguments(request: BatchRequest) -> list[str]:
+    """The arguments of every task's `cli.py fit`, which the generator parses before it writes the script."""
+    return ["--config", request.config, *launcher_arguments(request), *request.overrides]
 
 
 def launcher_arguments(request: BatchRequest) -> list[str]:
@@ -307,6 +313,7 @@ def batch_script(request: BatchRequest, generated_by: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     request, output = parse_request(argv)
+    check_fit_arguments(fit_arguments(request))
     script = batch_script(request, shlex.join(["python", "-m", "trainrig.slurm.sbatch", *argv]))
     summary = (
         f"# {request.name}: {request.nodes} node(s) x {request.tasks_per_node} process(es) = world size "

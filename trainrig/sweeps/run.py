@@ -13,7 +13,7 @@ from trainrig.sweeps.driver import Driver, open_study, say
 from trainrig.sweeps.options import SweepOptions
 from trainrig.sweeps.placements import trial_placement
 from trainrig.sweeps.results import write_results
-from trainrig.sweeps.space import distributions
+from trainrig.sweeps.space import check_values_parse, distributions
 from trainrig.sweeps.trial_logging import trial_logging
 from trainrig.sweeps.trials import check_only_mine
 
@@ -25,6 +25,7 @@ def run_sweep(options: SweepOptions, cli: Path, training_arguments: list[str]) -
     base_text = resolved_training_config(cli, training_arguments)
     base = yaml.safe_load(base_text)
     space = distributions(options.space, base)
+    check_values_parse(space, training_arguments)
     if options.sampler == "grid" and any(not hasattr(d, "choices") for d in space.values()):
         raise UserInputError("--sweep.sampler grid needs every search space key to be categorical")
     logging = trial_logging(base)

@@ -5,7 +5,8 @@ import json
 
 import optuna
 
-from trainrig.errors import UserInputError
+from trainrig.errors import UserInputError, find_user_error
+from trainrig.launch.fit_arguments import check_fit_arguments
 
 CHOICE_TYPES = (type(None), bool, int, float, str)  # what Optuna's storages keep
 DISTRIBUTION_KEYS = {
@@ -75,3 +76,24 @@ def as_overrides(params: dict) -> list[str]:
     for key, value in params.items():
         overrides += [f"--{key}", value if isinstance(value, str) else json.dumps(value)]
     return overrides
+
+
+def check_values_parse(space: dict[str, optuna.distributions.BaseDistribution], training_arguments: list[str]) -> None:
+    """Every trial's values, as its `cli.py fit` gets them, parsed by the training CLI's own parser before the study
+    starts: a value of the wrong type (a float range for an integer setting, a string choice for a number) would
+    fail every trial. Each range's ends and every categorical choice are tried, as few parses as that takes."""
+    candidates = {key: values_to_try(distribution) for key, distribution in space.items()}
+    for index in range(max(len(values) for values in candidates.values())):
+        values = {key: tried[index % len(tried)] for key, tried in candidates.items()}
+        try:
+            check_fit_arguments([*training_arguments, *as_overrides(values)])
+        except Exception as error:
+            if (refusal := find_user_error(error)) is None:
+                raise
+            raise UserInputError(f"the search space gives a trial a value cli.py fit refuses: {refusal}") from error
+
+
+def values_to_try(distribution: optuna.distributions.BaseDistribution) -> list:
+    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+        return list(distribution.choices)
+    return [distribution.low, distribution.high]

@@ -47,7 +47,10 @@ def srun_line(script: str) -> list[str]:
         (("--nodes", "2", "--config", "configs/none.yaml"), "error: --config 'configs/none.yaml' must be an existing"),
         (("--nodes", "2", *MLP, "--time", "soon"), "error: --time 'soon' is not a SLURM time limit"),
         (("--nodes", "2", *MLP, "--time", "1", "--signal-lead", "60"), "error: --signal-lead 60 s must be shorter"),
-        (("--nodes", "2", *MLP, "--gpu-per-node", "4"), "error: unrecognized arguments: --gpu-per-node 4"),
+        (
+            ("--nodes", "2", *MLP, "--gpu-per-node", "4"),
+            "error: unknown option --gpu-per-node; did you mean --gpus-per-node? (see --help)",
+        ),
         (("--nodes", "2", *MLP, "--", "--trainer.devices", "4"), "error: --trainer.devices is set from --nodes"),
         (("--nodes", "2", *MLP, "--", "--ckpt_path", "last"), "error: --ckpt_path is set to `last` when SLURM"),
         (
