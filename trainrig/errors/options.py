@@ -81,7 +81,15 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         is a misspelt `--nodes`, not a missing one."""
         given = sys.argv[1:] if args is None else list(args)
         known = options_of(self)
-        for word in given[: given.index("--")] if "--" in given else given:
+        subcommands = {
+            name
+            for action in self._actions
+            if action.choices and action.nargs == argparse.PARSER
+            for name in action.choices
+        }
+        for word in given:
+            if word == "--" or word in subcommands:  # the rest is the job's flags, or a subcommand's own parser's
+                break
             option = word.split("=", 1)[0]
             if option.startswith("--") and option not in known:
                 raise UserInputError(f"unknown option {option}{did_you_mean(option, known)} (see --help)")
