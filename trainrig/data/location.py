@@ -152,6 +152,24 @@ class Location:
             found |= {entry["Key"][len(below) :] for entry in page.get("Contents", [])}
         return sorted(found)
 
+    def sizes(self) -> dict[str, int]:
+        """The size of each file at the folder's top level, in one listing (one request per thousand objects)."""
+        if not self.remote:
+            path = Path(self.url)
+            return (
+                {entry.name: entry.stat().st_size for entry in path.iterdir() if entry.is_file()}
+                if path.is_dir()
+                else {}
+            )
+        bucket, _, prefix = self.url.removeprefix("s3://").partition("/")
+        below = f"{prefix}/" if prefix else ""
+        pages = self._provider.client.client.get_paginator("list_objects_v2")
+        return {
+            entry["Key"][len(below) :]: entry["Size"]
+            for page in pages.paginate(Bucket=bucket, Prefix=below, Delimiter="/")
+            for entry in page.get("Contents", [])
+        }
+
     def holds_whole(self, name: str, size: int) -> bool:
         """Whether the file is there with all its bytes. An object store shows an object only once it is whole."""
         if self.remote:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from trainrig.data.location import Location, litdata_module
+from trainrig.data.records import check_split
 from trainrig.errors import UserInputError
 from trainrig.errors.exit_status import entry_point
 from trainrig.errors.options import OneLineArgumentParser
@@ -175,7 +176,29 @@ def open_shards(url: str, identity: dict[str, Any], how_to_write: str) -> Shards
             f"shards at {location} were written from another data set ({json.dumps(manifest.get('source'))}); "
             f"point the config at its own shards or write them with {how_to_write}"
         )
+    check_manifest(location, manifest)
     return Shards(location, manifest)
+
+
+def check_manifest(location: Location, manifest: dict[str, Any]) -> None:
+    """Everything training takes from a manifest is plain data of the shape the writer gives it, each split's chunks
+    and fields checked as data only (trainrig/data/records.py), and each chunk there with the manifest's size (one
+    listing per split, in a bucket too): a hostile manifest is refused here, in one line, before any sample is read."""
+    splits = manifest.get("splits")
+    fingerprint = manifest.get("fingerprint")
+    if not isinstance(fingerprint, str) or not isinstance(manifest.get("metadata"), dict) or not splits:
+        raise UserInputError(f"shards at {location}: {MANIFEST} lacks its fingerprint, metadata or splits")
+    if not isinstance(splits, dict) or not set(splits) <= {"train", "val"}:
+        raise UserInputError(f"shards at {location}: {MANIFEST} names other splits than train and val")
+    for split, info in splits.items():
+        check_split(info, location.join(split))
+        present = Location(location.join(split)).sizes()
+        for chunk in info["chunks"]:
+            if present.get(chunk["file"]) != chunk["bytes"]:
+                raise UserInputError(
+                    f"shards at {location.join(split)}: chunk {chunk['file']} is missing or not the manifest's "
+                    f"{chunk['bytes']} bytes"
+                )
 
 
 def option_parser() -> argparse.ArgumentParser:

@@ -6,8 +6,9 @@ first batch without replaying the epoch, and a run resumed on another number of 
 samples not yet reached. The permutation is chunk-local: the chunks in a random order, then the samples of each
 window of `window_chunks` consecutive chunks shuffled among themselves. The ranks read the same window at the same
 time, so each process holds at most a window of chunks (`ShardSamples` keeps that many, the oldest dropped first):
-its memory stays flat however large the data set grows. LitData wrote the chunks; this reads them whole and
-decodes their samples with LitData's own loader.
+its memory stays flat however large the data set grows. LitData wrote the chunks; this reads them whole, checks them
+against the manifest and decodes their samples as data only (trainrig/data/records.py: never with LitData's reader,
+whose serializers can unpickle).
 """
 
 import bisect
@@ -23,7 +24,8 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import Dataset
 from typing_extensions import override
 
-from trainrig.data.location import Location, litdata_module
+from trainrig.data.location import Location
+from trainrig.data.records import check_chunk, check_split
 from trainrig.data.shards import Shards, open_shards
 from trainrig.errors import UserInputError
 from trainrig.resume.data_order import ResumableDataLoader, ResumableSampler, resumable_loader
@@ -52,17 +54,17 @@ class ShardSamples(Dataset):
         self.files = [chunk["file"] for chunk in info["chunks"]]
         self.chunk_sizes = [chunk["samples"] for chunk in info["chunks"]]
         self.starts = np.cumsum([0, *self.chunk_sizes]).tolist()
-        self.config = info["config"]
+        self.chunk_bytes = [chunk["bytes"] for chunk in info["chunks"]]
+        self.format = check_split(info, str(self.folder))
         self.decode = decode
         self.window_chunks = window_chunks
         self.held: OrderedDict[int, bytes] = OrderedDict()
-        self._loader = None
 
     def __len__(self) -> int:
         return self.starts[-1]
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "held": OrderedDict(), "_loader": None}
+        return {**self.__dict__, "held": OrderedDict()}
 
     def chunk(self, number: int) -> bytes:
         """Chunk `number`'s bytes, read unless held; the one held longest unused is dropped."""
@@ -72,26 +74,19 @@ class ShardSamples(Dataset):
         data = self.folder.read(self.files[number])
         if data is None:
             raise UserInputError(f"shards at {self.folder}: chunk {self.files[number]} is gone")
+        check_chunk(data, self.files[number], self.chunk_sizes[number], self.chunk_bytes[number], str(self.folder))
         self.held[number] = data
         while len(self.held) > self.window_chunks:
             self.held.popitem(last=False)
         return data
 
-    def _item_loader(self):
-        if self._loader is None:
-            serializers = litdata_module("litdata.streaming.serializers")._get_serializers(None)
-            spec = litdata_module("litdata.utilities._pytree").treespec_loads(self.config["data_spec"])
-            self._loader = litdata_module("litdata.streaming.item_loader").PyTreeLoader()
-            self._loader.setup({**self.config, "data_spec": spec}, [], serializers)
-        return self._loader
-
     def record(self, index: int) -> dict:
-        """The stored record of sample `index`. A chunk is `num_items`, `num_items + 1` offsets (uint32 each), then
-        the items (LitData's writer.py, `_create_chunk`)."""
+        """The stored record of sample `index`, decoded as data only (trainrig/data/records.py). A chunk is
+        `num_items`, `num_items + 1` offsets (uint32 each), then the items (LitData's writer.py, `_create_chunk`)."""
         number = bisect.bisect_right(self.starts, index) - 1
         data = self.chunk(number)
         begin, end = struct.unpack_from("<II", data, 4 + 4 * (index - self.starts[number]))
-        return self._item_loader().deserialize(memoryview(data)[begin:end])
+        return self.format.decode(memoryview(data)[begin:end])
 
     def __getitem__(self, index: int):
         return self.decode(self.record(index))

@@ -1,6 +1,7 @@
 """The chunk-local training order of streamed shards (trainrig/data/streaming.py), in this process: a permutation
 per (seed, epoch) that reads a window of chunks at a time, and a position that resumes on any number of processes."""
 
+import struct
 from collections import OrderedDict
 
 import pytest
@@ -77,10 +78,11 @@ def test_a_process_keeps_at_most_its_window_of_chunks():
     class Folder:
         def read(self, name: str) -> bytes:
             reads.append(name)
-            return b"chunk"
+            return struct.pack("<III", 1, 12, 12)  # a chunk of one empty sample: its count, then its offsets
 
     samples = ShardSamples.__new__(ShardSamples)
     samples.folder, samples.files, samples.window_chunks = Folder(), [f"c{n}" for n in range(8)], 2
+    samples.chunk_sizes, samples.chunk_bytes = [1] * 8, [12] * 8
     samples.held = OrderedDict()
     for number in (0, 1, 0, 2, 3, 0):
         samples.chunk(number)
