@@ -110,6 +110,8 @@ PATHS = {
         "benchmarks/gpu_defaults.py",
         "docs/performance/overhead.md",
         "docs/performance/gpu.md",
+        "benchmarks/time_to_quality.py",
+        "docs/performance/time_to_quality.md",
         "tests/benchmarks",
     ],
     "dask": [
