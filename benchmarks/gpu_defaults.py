@@ -72,7 +72,8 @@ class Example:
     batch_size: int  # replayed cases; the loader cases keep the config's
     quick_batch_size: int
     unit: str
-    # ReduceLROnPlateau waits for val/loss, which a run without validation never logs; it changes no step's work.
+    # Flags that leave out what a run without validation cannot do or need not time (the CNN's schedule: the cases
+    # time the steps, whose work it does not change).
     without_validation: tuple[str, ...] = ()
     quick_args: tuple[str, ...] = ()
 

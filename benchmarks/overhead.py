@@ -12,11 +12,11 @@ template: the real training path, `cli.main(["fit", "--config", ...])` as the te
 plain loop: the same LightningModule used as an nn.Module, built from the same config (same seed, weights and
     optimizer settings), trained on the datamodule's own training set after `setup` through
     `torch.utils.data.DataLoader(shuffle=True)` at the template loader's batch size, workers and collate step, with
-    the same torchmetrics updates each step and computes at each epoch's end; for train + validate the same
-    validation pass (and the CNN's ReduceLROnPlateau step). On cuda it moves model and batches there; bf16-mixed
-    runs the steps under torch.autocast(dtype=torch.bfloat16).
+    the same torchmetrics updates each step and computes at each epoch's end, and the config's scheduler stepped
+    as the template steps it (the CNN's OneCycleLR every batch); for train + validate the same validation pass. On
+    cuda it moves model and batches there; bf16-mixed runs the steps under torch.autocast(dtype=torch.bfloat16).
 
-Train only is `--trainer.limit_val_batches 0` and drops the config's scheduler (the CNN's ReduceLROnPlateau needs
+Train only is `--trainer.limit_val_batches 0` and drops the config's scheduler (a ReduceLROnPlateau would need
 `val/loss`), for both; it also runs the template without the config's checkpoint callbacks and Lightning's
 checkpointing, so that what the template's machinery costs shows apart from the checkpoints the config writes at
 each epoch's end, which the plain loop does not. The breakdown (train + validate) runs beside the template: a plain
@@ -54,6 +54,7 @@ import time
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import yaml
@@ -151,8 +152,11 @@ def compute_epoch_metrics(model, stage: str) -> None:
         metric.reset()
 
 
-def run_epoch(model, loader, stage: str, device: torch.device, precision: str, optimizer=None) -> torch.Tensor:
-    """One pass over `loader`; trains when given the optimizer. Returns the mean loss."""
+def run_epoch(
+    model, loader, stage: str, device: torch.device, precision: str, optimizer=None, step_scheduler=None
+) -> torch.Tensor:
+    """One pass over `loader`; trains when given the optimizer, stepping `step_scheduler` (a per-step schedule such as
+    the CNN's OneCycleLR) after each optimizer step. Returns the mean loss."""
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16-mixed" else nullcontext()
     model.train(stage == "train")
     losses = []
@@ -165,6 +169,8 @@ def run_epoch(model, loader, stage: str, device: torch.device, precision: str, o
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
+                if step_scheduler is not None:
+                    step_scheduler.step()
             losses.append(loss.detach())
     compute_epoch_metrics(model, stage)
     return torch.stack(losses).mean()
@@ -177,18 +183,23 @@ def plain_loop(config_args: list[str], epochs: int, validate: bool, device: torc
     train_loader = plain_loader(train_set, template_loader, shuffle=True)
     val_loader = plain_loader(val_set, template_loader, shuffle=False) if validate else None
     model.to(device)
+    # What a per-step schedule given no `total_steps` asks the trainer for (lightning_modules/optimization.py).
+    model.trainer = SimpleNamespace(estimated_stepping_batches=epochs * len(train_loader))
     optimization = model.configure_optimizers()
-    optimizer, scheduler = optimization, None
+    model.trainer = None
+    optimizer, scheduler, interval = optimization, None, None
     if isinstance(optimization, dict):
         optimizer, scheduler = optimization["optimizer"], optimization["lr_scheduler"]["scheduler"]
+        interval = optimization["lr_scheduler"]["interval"]
+    step_scheduler = scheduler if interval == "step" else None
     for _ in range(epochs):
-        run_epoch(model, train_loader, "train", device, precision, optimizer)
-        if validate:
-            val_loss = run_epoch(model, val_loader, "val", device, precision)
-            if isinstance(scheduler, ReduceLROnPlateau):
+        run_epoch(model, train_loader, "train", device, precision, optimizer, step_scheduler)
+        val_loss = run_epoch(model, val_loader, "val", device, precision) if validate else None
+        if isinstance(scheduler, ReduceLROnPlateau):
+            if val_loss is not None:
                 scheduler.step(val_loss)
-            elif scheduler is not None:
-                scheduler.step()
+        elif scheduler is not None and step_scheduler is None:
+            scheduler.step()
 
 
 def plain_trainer(config_args: list[str], epochs: int, device: torch.device, precision: str) -> None:
