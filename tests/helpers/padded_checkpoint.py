@@ -1,6 +1,7 @@
 """A checkpoint of realistic size from a model of a few kilobytes: the tests that carry checkpoints between machines
 prove it at the size of a real model's (a ResNet-18's with Adam's moments is 134 MB) at the cost of the suite's MLP."""
 
+import functools
 from pathlib import Path
 
 import torch
@@ -13,6 +14,7 @@ PADDING_BYTES = 100 * 2**20
 PADDING_SEED = 20261128
 
 
+@functools.cache  # drawn once a process (over a second): every rank calls it at every save
 def padding() -> torch.Tensor:
     generator = torch.Generator().manual_seed(PADDING_SEED)
     return torch.randint(0, 256, (PADDING_BYTES,), dtype=torch.uint8, generator=generator)
@@ -33,3 +35,11 @@ PADDED_CHECKPOINTS = f"--trainer.callbacks+={PaddedCheckpoint.__module__}.{Padde
 def assert_padded(checkpoint: Path) -> None:
     """`checkpoint` holds every byte of the padding, where PaddedCheckpoint put it."""
     assert torch.equal(torch.load(checkpoint, weights_only=True)[PADDING_KEY], padding()), checkpoint
+
+
+def assert_every_checkpoint_padded(directory: Path) -> None:
+    """Each checkpoint under `directory`, and there is one, holds the whole padding."""
+    checkpoints = sorted(directory.rglob("*.ckpt"))
+    assert checkpoints, f"no checkpoint under {directory}"
+    for checkpoint in checkpoints:
+        assert_padded(checkpoint)

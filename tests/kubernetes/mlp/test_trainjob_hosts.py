@@ -8,6 +8,7 @@ mount at the logs directory is a folder outside them.
 """
 
 import functools
+import json
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +19,7 @@ import torch
 
 from tests.helpers.installed import installed_python, not_build_inputs
 from tests.helpers.mlp.multi_host_runs import finished
+from tests.helpers.padded_checkpoint import PADDED_CHECKPOINTS, assert_every_checkpoint_padded
 from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory, assert_same_weights, final_weights
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, small_run_args
@@ -30,14 +32,22 @@ SHRINK = small_run_args("mlp.yaml", Path("logs"), Path("shapes"))[2:]  # the gen
 SHRINK += ["--trainer.deterministic", "true"]
 STEPS_PER_EPOCH = 8
 # last.ckpt every 3 steps as well as at epoch ends, so a kill can land after a checkpoint in the middle of an epoch.
-CHECKPOINTS = """
-trainer:
-  callbacks:
-    - class_path: trainrig.resume.checkpoint.ResumableCheckpoint
-      init_args: {every_n_train_steps: 3, train_time_interval: null}
-    - class_path: lightning.pytorch.callbacks.ModelCheckpoint
-      init_args: {monitor: val/loss, mode: min, save_top_k: 1, filename: "best-{epoch}-{step}"}
-"""
+# On the command line: the generator checks the job's flags, config files included, where it runs.
+CHECKPOINTS = [
+    "--trainer.callbacks",
+    json.dumps(
+        [
+            {
+                "class_path": "trainrig.resume.checkpoint.ResumableCheckpoint",
+                "init_args": {"every_n_train_steps": 3, "train_time_interval": None},
+            },
+            {
+                "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                "init_args": {"monitor": "val/loss", "mode": "min", "save_top_k": 1, "filename": "best-{epoch}-{step}"},
+            },
+        ]
+    ),
+]
 
 
 def generated(tmp_path: Path, *args: str) -> dict[str, dict]:
@@ -51,7 +61,6 @@ def pods_on(hosts: EmulatedHosts) -> None:
     """Each host holds the image's /workspace; the master's DNS name resolves on every one to node 0."""
     for host in hosts:
         shutil.copytree(ROOT, host.workdir, ignore=not_build_inputs, dirs_exist_ok=True)
-        (host.workdir / "checkpoints.yaml").write_text(CHECKPOINTS)
         resolved = host.run(["getent", "hosts", f"{NAME}-node-0-0.{NAME}"])
         assert resolved.stdout.split()[0] == hosts[0].address, resolved
 
@@ -130,9 +139,11 @@ def checkpoint_step(claim: Path, seen: list[int]) -> bool:
 def test_pipeline_trainjob_restarted_by_jobset_mid_epoch_ends_with_the_uninterrupted_run_directory(tmp_path):
     """The pipeline's 2 stages on the 2 pods (the run says so). Pod 1 is killed after the first mid-epoch checkpoint;
     as the written runtime's failurePolicy does, every pod is deleted and created again, and the job continues from
-    the claim: it leaves exactly the uninterrupted job's run directory."""
+    the claim: it leaves exactly the uninterrupted job's run directory. Every checkpoint is of a real model's size
+    (over 100 MB, padded; the callback comes from the pods' copy of the checkout), and each the restarted job leaves
+    holds all of it."""
     pipeline = ["--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", "1F1B"]
-    shrink = [*SHRINK, "--config", "checkpoints.yaml"]
+    shrink = [*SHRINK, *CHECKPOINTS, PADDED_CHECKPOINTS]
     shrink += ["--trainer.limit_train_batches", str(STEPS_PER_EPOCH)]
     documents = generated(tmp_path, "--pvc", "results:/workspace/logs", "--", *shrink, *pipeline)
     job, runtime = documents["TrainJob"], documents["TrainingRuntime"]
@@ -158,6 +169,7 @@ def test_pipeline_trainjob_restarted_by_jobset_mid_epoch_ends_with_the_uninterru
                 assert statuses == [137], statuses
                 assert steps_at_kill[-1] % STEPS_PER_EPOCH, f"killed at an epoch's end (step {steps_at_kill[-1]})"
                 assert "Restoring states from the checkpoint path" in output
+                assert_every_checkpoint_padded(claim)
             assert "pipeline: 2 stages on 2 processes, 1F1B" in output, output[-3000:]
             runs[run] = RunDirectory.only_one_under(claim)
         assert_same_run_directory(runs["restarted"], runs["uninterrupted"], "JobSet restart")

@@ -38,6 +38,7 @@ from tests.helpers.mlp.resume_runs import (
     stopped_at,
     write_settings,
 )
+from tests.helpers.padded_checkpoint import PADDED_CHECKPOINTS, assert_every_checkpoint_padded
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.runs import ROOT
 from tests.helpers.strategy_runs import run_processes
@@ -138,11 +139,13 @@ def test_torchrun_restarts_a_killed_worker_and_the_job_ends_with_the_uninterrupt
     """`torchrun --max-restarts 1`: rank 1 is killed (-9) mid-epoch, torchrun restarts both workers, which resume.
     `saturated`: with every core kept busy (trainrig/testing/load.py), where the restarted workers take several times
     as long to start and meet: no clock of the agent's or the rendezvous' ends the restart (the CI's one recovery
-    under load; the other launchers' run with -m slow)."""
+    under load; the other launchers' run with -m slow). Every checkpoint is of a real model's size (over 100 MB,
+    padded), and each the run leaves holds all of it."""
     uninterrupted_run = uninterrupted["ddp"]  # made before the load starts
     kill = fault(6, "SIGKILL", rank=1, once=tmp_path / "killed")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    command = [*torchrun, "--max-restarts", "1", str(ROOT / "cli.py"), "fit", *mlp_args(settings, tmp_path, "ddp")]
+    padded_run = mlp_args(settings, tmp_path, "ddp", PADDED_CHECKPOINTS)
+    command = [*torchrun, "--max-restarts", "1", str(ROOT / "cli.py"), "fit", *padded_run]
     with saturated_cpu(LOAD_MODES[load]):
         result = subprocess.run(
             [*command, *kill, "--ckpt_path", "last"],
@@ -155,6 +158,7 @@ def test_torchrun_restarts_a_killed_worker_and_the_job_ends_with_the_uninterrupt
     assert result.returncode == 0, f"{load}\n{output[-4000:]}"
     assert (tmp_path / "killed").exists(), "the kill happened"
     assert "resume: continuing from" in output and "(step 4)" in output, output[-4000:]
+    assert_every_checkpoint_padded(tmp_path)
     assert_same_run(tmp_path, uninterrupted_run, f"torchrun restart, {load}")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.padded_checkpoint import PADDED_CHECKPOINTS, assert_every_checkpoint_padded
 from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT
@@ -85,10 +86,11 @@ def test_scontrol_requeue_mid_epoch_continues_the_run_exactly(one_host_run, tmp_
     step 5 (two processes settle a stop request a step later: trainrig/resume/preemption.py) and exit 143, SLURM
     runs the script again with SLURM_RESTART_COUNT=1, and it continues in the same run directory, which ends as the
     uninterrupted run's. A later, new sbatch of the same script is a new run. `saturated` (-m slow): the cluster
-    starts and the job runs, stops and runs again with every core kept busy (trainrig/testing/load.py)."""
+    starts and the job runs, stops and runs again with every core kept busy (trainrig/testing/load.py). Every
+    checkpoint is of a real model's size (over 100 MB, padded), and each the requeued job leaves holds all of it."""
     uninterrupted = one_host_run(*TWO_EPOCHS)  # made before the load starts
     requeue = ["--trainer.callbacks+=tests.slurm.mlp.events.RequeueAtStep", "--trainer.callbacks.step", "4"]
-    requeue += ["--trainer.callbacks.once_marker", str(tmp_path / "requeued")]
+    requeue += ["--trainer.callbacks.once_marker", str(tmp_path / "requeued"), PADDED_CHECKPOINTS]
     script = write_script(tmp_path, *TWO_NODES, "--", *mlp_overrides(tmp_path / "slurm", *TWO_EPOCHS, *requeue))
     with saturated_cpu(LOAD_MODES[load]), SlurmCluster(nodes=2) as cluster:
         job_id = submit(cluster, script)
@@ -101,6 +103,7 @@ def test_scontrol_requeue_mid_epoch_continues_the_run_exactly(one_host_run, tmp_
         assert "SLURM auto-requeueing enabled" not in log and not list((tmp_path / "slurm").rglob("hpc_ckpt*"))
         resumed = RunDirectory.only_one_under(tmp_path / "slurm")
         assert_same_run_directory(resumed, uninterrupted)
+        assert_every_checkpoint_padded(resumed.path)
 
         again = submit(cluster, script)
         finished_job(cluster, script, again)
