@@ -178,7 +178,7 @@ class ResumableDataLoader(DataLoader):
 
 def process_share(trainer: Trainer | None) -> dict:
     """This process's `num_replicas` and `rank` of the training data, as Lightning's DistributedSampler gets them."""
-    placement = trainer.distributed_sampler_kwargs if trainer is not None else None
+    placement = getattr(trainer.strategy, "distributed_sampler_kwargs", None) if trainer is not None else None
     return placement or {"num_replicas": 1, "rank": 0}
 
 
