@@ -101,6 +101,8 @@ PATHS = {
         "callbacks/confusion_matrix.py",
         "docs/examples/mlp.md",
         "tests/**/mlp",
+        "tests/helpers/plain_data.py",
+        "tests/resume/test_plain_data.py",
     ],
     "cnn or lstm": ["benchmarks", "docs/performance"],
     # Each measures every example, by name.
@@ -159,6 +161,10 @@ PATHS = {
     "sweep and cnn": ["configs/sweeps/cnn.yaml"],
     "sweep and dask": ["trainrig/sweeps/dask_trials.py", "trainrig/sweeps/placements/dask.py"],
     "sweep and slurm": ["trainrig/sweeps/slurm_trials.py", "trainrig/sweeps/placements/slurm.py"],
+    # The table names every part's calls; a project without one of them keeps its own checks, not this list.
+    "lstm and dask and slurm and sweep": ["tests/architecture/test_deserializers.py"],
+    # Counts the reads of every example; its docs page goes with W&B.
+    "cnn and lstm and mlp and wandb": ["tests/monitoring"],
     "template": [
         "docs/template.md",
         "templating",

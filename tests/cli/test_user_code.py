@@ -13,7 +13,12 @@ from trainrig.errors.user_code import UserCodeError
 
 MODELS = """
     import torch
-    from lightning.pytorch import LightningModule
+    from lightning.pytorch import LightningDataModule, LightningModule
+
+
+    class Rows(LightningDataModule):
+        def __init__(self, batch_size: int = 2) -> None:
+            super().__init__()
 
 
     class Regressor(LightningModule):
@@ -30,8 +35,7 @@ MODELS = """
 CONFIG = """
     trainer: {max_steps: 1, logger: false, enable_checkpointing: false}
     data:
-      class_path: datamodules.synthetic_shapes.SyntheticShapesDataModule
-      init_args: {root: ROOT, images_per_class: 2, image_size: 8, batch_size: 2, num_workers: 0}
+      class_path: user_models.regression.Rows
 """
 
 
@@ -45,7 +49,7 @@ def user_project(tmp_path, monkeypatch):
     (package / "regression.py").write_text(textwrap.dedent(MODELS))
     (package / "needs_package.py").write_text("import a_package_nobody_installed\n")
     config = tmp_path / "config.yaml"
-    config.write_text(textwrap.dedent(CONFIG).replace("ROOT", str(tmp_path / "shapes")))
+    config.write_text(textwrap.dedent(CONFIG))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     yield ["--config", str(config), "--trainer.default_root_dir", str(tmp_path / "logs")]
@@ -81,7 +85,7 @@ def test_a_mistake_in_naming_the_users_class_is_one_line(capsys, user_project, m
     ("model", "raised", "where"),
     [
         ("user_models.needs_package.Model", "ModuleNotFoundError: No module named", "needs_package.py, line 1"),
-        ("user_models.regression.OddOnly", "ValueError: hidden must be odd", "regression.py, line 15"),
+        ("user_models.regression.OddOnly", "ValueError: hidden must be odd", "regression.py, line 20"),
     ],
 )
 def test_an_exception_in_the_users_code_is_a_bug_named_with_its_file_and_line(user_project, model, raised, where):

@@ -1,5 +1,6 @@
 """A checkpoint of realistic size from a model of a few kilobytes: the tests that carry checkpoints between machines
-prove it at the size of a real model's (a ResNet-18's with Adam's moments is 134 MB) at the cost of the suite's MLP."""
+prove it at the size of a real model's (an image classifier's with Adam's moments is over 100 MB) at the cost of a
+small model."""
 
 import functools
 from pathlib import Path

@@ -7,7 +7,7 @@ each as `--model expects LightningModule or None, got ...`, the cause left out.
 - An exception raised while importing the code a class path names (a missing package, a syntax error, an error in
   the module's own code) or by the class while it is built is a bug in that code, not a mistake in the command: it
   keeps its traceback, the user's file and line, and ends the process with status 1 as every bug does
-  (trainrig/errors/exit_status.py), so that neither a launcher nor a sweep takes it for a bad value of one run, and
+  (trainrig/errors/exit_status.py), so that no launcher takes it for a bad value of one run, and
   a cluster's restart policy does not retry it. A UserInputError the class raises itself stays the user's mistake.
 """
 

@@ -112,8 +112,9 @@ def test_scontrol_requeue_mid_epoch_continues_the_run_exactly(one_host_run, tmp_
 
 
 def test_bad_input_exits_2_and_is_not_requeued(cluster, tmp_path):
-    """An unknown option: every task exits 2, the job FAILED with exit code 2, never requeued, nothing written."""
-    bad = ("--trainer.max_epochs", "many")
+    """A setting refused when the model is built (an unknown option or a wrong type is refused already when the
+    script is written): every task exits 2, the job FAILED with exit code 2, never requeued, nothing written."""
+    bad = ("--model.init_args.optimizer.init_args.lr", "-7.5")
     script = write_script(tmp_path, *TWO_NODES, "--", *mlp_overrides(tmp_path / "slurm"), *bad)
     job_id = submit(cluster, script)
     fields = finished_job(cluster, script, job_id, state="FAILED")
@@ -122,7 +123,7 @@ def test_bad_input_exits_2_and_is_not_requeued(cluster, tmp_path):
     fields = cluster.job(job_id)
     assert (fields["JobState"], fields["Restarts"]) == ("FAILED", "0")
     assert not (tmp_path / "slurm").exists()
-    lines = [line for line in job_log(script, job_id).splitlines() if "many" in line and "error" in line.lower()]
+    lines = [line for line in job_log(script, job_id).splitlines() if "-7.5" in line and "error" in line.lower()]
     assert lines, job_log(script, job_id)[-2000:]
 
 
