@@ -20,6 +20,9 @@ from lightning.pytorch import Callback
 from torch.utils._python_dispatch import TorchDispatchMode
 from typing_extensions import override
 
+from tests.helpers.examples import shrink_args
+from tests.helpers.runs import ROOT
+
 __all__ = ["HostReads"]
 
 # Reads made while loading data, anywhere below these frames, run on the host's data; so do the reads an optimizer
@@ -129,3 +132,20 @@ class HostReads(Callback):
     @override
     def on_train_end(self, trainer, pl_module) -> None:
         self.record.write_text(json.dumps(self.epochs))
+
+
+LOG_EVERY = 5
+STEPS = 12
+
+
+def user_run_args(config: str, log_dir, shapes_root, *extra: str) -> list[str]:
+    """The config as shipped (progress bar, logger, callbacks), shrunk to `STEPS` steps of one epoch."""
+    return [
+        *("--config", str(ROOT / "configs" / config)),
+        *("--trainer.max_epochs", "1", "--trainer.limit_train_batches", str(STEPS)),
+        *("--trainer.limit_val_batches", "2", "--trainer.log_every_n_steps", str(LOG_EVERY)),
+        *("--trainer.logger.init_args.save_dir", str(log_dir)),
+        *shrink_args(config, shapes_root),
+        *("--data.init_args.batch_size", "2"),  # steps enough for a few log steps from the small data
+        *extra,
+    ]

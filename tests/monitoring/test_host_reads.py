@@ -11,26 +11,10 @@ import math
 
 import pytest
 
-from tests.helpers.examples import shrink_args
 from tests.helpers.gpu import BF16, ONE_GPU
 from tests.helpers.run_if import run_if
-from tests.helpers.runs import EXAMPLE_CONFIGS, ROOT, run_cli
-
-LOG_EVERY = 5
-STEPS = 12
-
-
-def user_run_args(config: str, log_dir, shapes_root, *extra: str) -> list[str]:
-    """The config as shipped (progress bar, logger, callbacks), shrunk to `STEPS` steps of one epoch."""
-    return [
-        *("--config", str(ROOT / "configs" / config)),
-        *("--trainer.max_epochs", "1", "--trainer.limit_train_batches", str(STEPS)),
-        *("--trainer.limit_val_batches", "2", "--trainer.log_every_n_steps", str(LOG_EVERY)),
-        *("--trainer.logger.init_args.save_dir", str(log_dir)),
-        *shrink_args(config, shapes_root),
-        *("--data.init_args.batch_size", "2"),  # steps enough for a few log steps from the small data
-        *extra,
-    ]
+from tests.helpers.runs import EXAMPLE_CONFIGS, run_cli
+from tests.monitoring.host_reads import LOG_EVERY, user_run_args
 
 
 def reads_per_step(config: str, tmp_path, shapes_root, *extra: str, on_gpu: bool = False) -> list[int]:

@@ -8,7 +8,7 @@ from lightning.pytorch import Callback
 from typing_extensions import override
 
 from tests.helpers.runs import EXAMPLE_CONFIGS, read_metrics, run_cli
-from tests.monitoring.test_host_reads import LOG_EVERY, user_run_args
+from tests.monitoring.host_reads import LOG_EVERY, user_run_args
 
 BATCH = 2  # user_run_args' batch size
 # An example whose sample is a batch's row (the name generator counts characters instead).
