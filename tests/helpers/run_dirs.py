@@ -1,10 +1,10 @@
 """What a run leaves in its run directory, in a form two runs can be compared by: a stopped and resumed run must
 leave what the uninterrupted one does.
 
-Compared: the files (names relative to the run directory), every metrics row with every column, and the final
-`last.ckpt` (a sharded one as one file): weights, optimizer and scheduler states, loop progress, and each
-callback's state with paths made relative to the run directory (the best checkpoint's name and score, the kept
-top-k, the last path).
+Compared: the files (names relative to the run directory), every metrics row with every column (the measured timings
+by presence), and the final `last.ckpt` (a sharded one as one file): weights, optimizer and scheduler states, loop
+progress, and each callback's state with paths made relative to the run directory (the best checkpoint's name and
+score, the kept top-k, the last path).
 """
 
 import csv
@@ -20,6 +20,8 @@ __all__ = ["RunDirectory", "assert_same_run_directory", "assert_same_weights", "
 # Written beside the checkpoints of a run only while it runs (files, or a sharded checkpoint's directories); they
 # never stay.
 TRANSIENT_SUFFIXES = (".partial", ".old")
+# The columns of measured timings, compared by presence only.
+TIMING_PREFIX = "throughput/"
 # ModelCheckpoint's score of its latest save in this process: Lightning does not restore it, and no file shows it.
 PROCESS_LOCAL_CALLBACK_STATE = ("current_score",)
 
@@ -45,8 +47,16 @@ class RunDirectory:
         )
 
     def metrics_rows(self) -> list[dict[str, str]]:
+        """The rows, each timing a run measures (`throughput/...`, trainrig/monitoring/throughput.py) as whether the
+        row has it: its value differs from run to run by nature."""
         with (self.path / "metrics.csv").open(newline="") as handle:
-            return list(csv.DictReader(handle))
+            return [
+                {
+                    name: ("(measured)" if value and name.startswith(TIMING_PREFIX) else value)
+                    for name, value in row.items()
+                }
+                for row in csv.DictReader(handle)
+            ]
 
     def checkpoint(self, name: str = "last.ckpt") -> dict:
         """A sharded checkpoint (a directory) as the single file it consolidates into."""

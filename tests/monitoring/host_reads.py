@@ -9,6 +9,7 @@ synchronizing (`torch.cuda.set_sync_debug_mode`), with the same exceptions.
 """
 
 import json
+import math
 import sys
 import warnings
 from contextlib import ExitStack, contextmanager
@@ -23,7 +24,7 @@ from typing_extensions import override
 from tests.helpers.examples import shrink_args
 from tests.helpers.runs import ROOT
 
-__all__ = ["HostReads"]
+__all__ = ["LOG_EVERY", "HostReads", "assert_reads_only_at_log_steps", "user_run_args"]
 
 # Reads made while loading data, anywhere below these frames, run on the host's data; so do the reads an optimizer
 # makes itself (its CPU step counters), though the training step runs inside `optimizer.step(closure)`.
@@ -106,7 +107,8 @@ class _SyncCounter:
 
 class HostReads(Callback):
     """Writes the host reads of each training step (its hooks, its logging and the next batch's fetch) as a JSON list
-    per epoch to `record`; an epoch's last step, which runs validation and the epoch's end, is left out."""
+    per epoch to `record` (one file a process); an epoch's last step, which runs validation and the epoch's end, is
+    left out."""
 
     def __init__(self, record: str, on_gpu: bool = False) -> None:
         self.record = Path(record)
@@ -131,7 +133,10 @@ class HostReads(Callback):
 
     @override
     def on_train_end(self, trainer, pl_module) -> None:
-        self.record.write_text(json.dumps(self.epochs))
+        record = self.record
+        if trainer.world_size > 1:  # each process its own: `reads.json` as `reads.rank1.json`
+            record = record.with_name(f"{record.stem}.rank{trainer.global_rank}{record.suffix}")
+        record.write_text(json.dumps(self.epochs))
 
 
 LOG_EVERY = 5
@@ -149,3 +154,11 @@ def user_run_args(config: str, log_dir, shapes_root, *extra: str) -> list[str]:
         *("--data.init_args.batch_size", "2"),  # steps enough for a few log steps from the small data
         *extra,
     ]
+
+
+def assert_reads_only_at_log_steps(run: str, reads: list[int]) -> None:
+    """At most one step in `LOG_EVERY` of `reads` (a step's count each) read, and those `LOG_EVERY` apart."""
+    reading = [step for step, count in enumerate(reads) if count]
+    print(f"{run}: {len(reading)} of {len(reads)} steps read, {sum(reads) / len(reads):.1f} reads a step: {reads}")
+    assert len(reading) <= math.ceil(len(reads) / LOG_EVERY), f"steps reading device values on the host: {reads}"
+    assert all(later - earlier >= LOG_EVERY for earlier, later in zip(reading, reading[1:])), reads

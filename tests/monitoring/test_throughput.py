@@ -1,4 +1,4 @@
-"""The throughput a run logs at each log step (trainrig/monitoring/throughput.py) is the count over the wall time."""
+"""The throughput every run logs at each log step (trainrig/monitoring/throughput.py): the count over the wall time."""
 
 import json
 import time
@@ -7,6 +7,8 @@ import pytest
 from lightning.pytorch import Callback
 from typing_extensions import override
 
+from tests.helpers.gpu import BF16, ONE_GPU
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import EXAMPLE_CONFIGS, read_metrics, run_cli
 from tests.monitoring.host_reads import LOG_EVERY, user_run_args
 
@@ -39,13 +41,10 @@ class LogStepClock(Callback):
 
 @pytest.mark.skipif(ROWS_EXAMPLE is None, reason="needs an image example")
 def test_samples_a_second_is_the_count_over_the_wall_time(tmp_path, shapes_root):
+    """The config's own callbacks, as shipped: the throughput is on without being asked for."""
     record = tmp_path / "clock.json"
-    callbacks = [
-        {"class_path": "trainrig.monitoring.throughput.Throughput"},
-        {"class_path": "tests.monitoring.test_throughput.LogStepClock", "init_args": {"record": str(record)}},
-    ]
-    extra = [arg for callback in callbacks for arg in ("--trainer.callbacks+", json.dumps(callback))]
-    run_cli("fit", user_run_args(ROWS_EXAMPLE, tmp_path, shapes_root, *extra))
+    clock = {"class_path": "tests.monitoring.test_throughput.LogStepClock", "init_args": {"record": str(record)}}
+    run_cli("fit", user_run_args(ROWS_EXAMPLE, tmp_path, shapes_root, "--trainer.callbacks+", json.dumps(clock)))
     rows = [row for row in read_metrics(tmp_path) if row.get("throughput/samples_per_s")]
     wall = json.loads(record.read_text())
     assert len(rows) == len(wall) >= 2
@@ -55,3 +54,15 @@ def test_samples_a_second_is_the_count_over_the_wall_time(tmp_path, shapes_root)
         seconds = LOG_EVERY * float(row["throughput/s_per_step"])
         assert abs(seconds - LOG_EVERY * BATCH / float(row["throughput/samples_per_s"])) <= 1e-3 * seconds
         assert 0 <= float(row["throughput/between_steps_share"]) < 1
+
+
+@run_if(min_cuda_devices=1)
+@pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
+def test_on_a_gpu_every_log_step_has_peak_memory_flops_a_second_and_mfu(config, tmp_path, shapes_root):
+    run_cli("fit", user_run_args(config, tmp_path, shapes_root, *ONE_GPU, *BF16))
+    rows = [row for row in read_metrics(tmp_path) if row.get("throughput/samples_per_s")]
+    assert len(rows) >= 2
+    for row in rows:
+        assert float(row["throughput/peak_memory_gib"]) > 0
+        assert float(row["throughput/flops_per_s"]) > 0
+        assert 0 < float(row["throughput/mfu"]) < 1, row  # the device's peak, from Lightning's table

@@ -31,12 +31,14 @@ from trainrig.errors.user_code import building_error, raised_while_building
 from trainrig.loggers.model_summary import without_empty_flops
 from trainrig.loggers.run_config import SaveConfigToLoggers
 from trainrig.monitoring.progress_bar import with_log_step_progress_bar
+from trainrig.monitoring.throughput import with_throughput
 from trainrig.registry import hooks
 from trainrig.resume.atomic_io import AtomicCheckpointIO
 from trainrig.resume.data_order import LoaderPositionRestore, ResumableTrainingLoader
 from trainrig.resume.epoch_metrics import EpochMetrics
 from trainrig.resume.latest import check_checkpoint_exists, continue_metrics, resolve_last
 from trainrig.resume.moved_checkpoints import MovedCheckpoints
+from trainrig.resume.preemption import skip_lightning_stop_broadcast_while_handled_here
 from trainrig.resume.random_state import RandomState
 from trainrig.resume.readable import check_checkpoint_readable, trusted_classes
 from trainrig.resume.replaced_settings import ReplacedSettings
@@ -166,8 +168,9 @@ class TemplateCLI(LightningCLI):
 
     @override
     def instantiate_trainer(self, **kwargs):
-        """Every run writes checkpoints atomically, unless the config chose its own CheckpointIO plugin, and shows the
-        template's progress bar, unless the config chose its own."""
+        """Every run writes checkpoints atomically, unless the config chose its own CheckpointIO plugin, shows the
+        template's progress bar, unless the config chose its own, and logs its throughput; no step waits on Lightning's
+        broadcast of a stop the template handles itself."""
         try:
             trainer = super().instantiate_trainer(**kwargs)
         except (ValueError, TypeError, MisconfigurationException) as error:  # Lightning rejects a setting
@@ -176,8 +179,9 @@ class TemplateCLI(LightningCLI):
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         trainer.callbacks = without_empty_flops(trainer.callbacks)
         # Lightning's default progress bar reads the logged values on the host at every step; the template's reads
-        # them at log steps only.
-        trainer.callbacks = with_log_step_progress_bar(trainer.callbacks)
+        # them at log steps only, as does the throughput every run logs.
+        trainer.callbacks = with_throughput(with_log_step_progress_bar(trainer.callbacks))
+        skip_lightning_stop_broadcast_while_handled_here(trainer)
         return trainer
 
     # LightningCLI calls `before_<subcommand>` once the model and the trainer are built: the checkpoint is checked

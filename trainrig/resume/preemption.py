@@ -5,6 +5,7 @@ import signal
 import threading
 
 import torch
+from lightning.pytorch import Trainer
 from torch import distributed
 
 from trainrig.errors import exit_status
@@ -46,6 +47,22 @@ def install_stop_handlers() -> dict:
 def restore_handlers(previous: dict) -> None:
     for signum, handler in previous.items():
         signal.signal(signum, handler)
+
+
+def skip_lightning_stop_broadcast_while_handled_here(trainer: Trainer) -> None:
+    """In a run of several processes Lightning broadcasts rank 0's SIGTERM flag at the start of every training step
+    and reads it on the host: a collective every step, and on NCCL a read that waits for the GPU. Only Lightning's own
+    SIGTERM handler raises that flag; while the handlers above replace it (`StopSignals`, a launcher's worker), the
+    flag stays down and every rank skips the broadcast, which `AgreedFlags` makes redundant. A run whose config leaves
+    the template's stop handling out keeps Lightning's."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    broadcast = epoch_loop._broadcast_sigterm_tensor
+
+    def unless_handled_here() -> None:
+        if signal.getsignal(signal.SIGTERM) is not request_stop:
+            broadcast()
+
+    epoch_loop._broadcast_sigterm_tensor = unless_handled_here
 
 
 class StopSignals:

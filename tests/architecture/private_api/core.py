@@ -71,6 +71,12 @@ ATTRIBUTES = [
         "trainrig/monitoring/log_steps.py (should_update_logs, as LearningRateMonitor reads it)",
     ),
     (
+        "epoch loop",
+        lambda: Trainer(logger=False).fit_loop.epoch_loop,
+        "_broadcast_sigterm_tensor",
+        "trainrig/resume/preemption.py (replaced: skipped while the template handles SIGTERM)",
+    ),
+    (
         "ArgumentParser",
         lambda: argparse.ArgumentParser(),
         "_actions",
