@@ -9,15 +9,49 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported
 
 from tests.helpers.run_if import skip_or_fail  # noqa: E402
 from tests.helpers.runs import LAUNCHER_VARIABLES  # noqa: E402
+from trainrig.testing.shares import members_of_share, parse_share  # noqa: E402
+
+SLOW_SHARE = pytest.StashKey[list[str]]()
 
 SESSION_LAUNCHER_VARIABLES = {name: value for name, value in os.environ.items() if LAUNCHER_VARIABLES.fullmatch(name)}
 
 
-def pytest_collection_modifyitems(items):
-    """Marks `gpu` every test that `run_if` says needs a CUDA device, before `-m` selects: `-m gpu` runs them all."""
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow-share",
+        metavar="K/N",
+        type=parse_share,
+        help="with the default selection, also run share K of N of the tests marked slow (.ci/run: docs/testing.md)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Marks `gpu` every test that `run_if` says needs a CUDA device, and `slow_share` the slow tests of the share
+    `--slow-share` names, before `-m` selects: `-m gpu` runs them all, and the default run takes in the share."""
     for item in items:
         if (mark := item.get_closest_marker("needs")) is not None and mark.kwargs["cuda"]:
             item.add_marker(pytest.mark.gpu)
+    if (share := config.getoption("slow_share")) is None:
+        return
+    if config.option.markexpr != "not slow":
+        raise pytest.UsageError("--slow-share adds to the default selection (-m 'not slow'); leave out -m")
+    config.option.markexpr = "not slow or slow_share"
+    slow = [item.nodeid for item in items if item.get_closest_marker("slow") is not None]
+    chosen = members_of_share(slow, *share)
+    for item in items:
+        if item.nodeid in chosen:
+            item.add_marker(pytest.mark.slow_share)
+    config.stash[SLOW_SHARE] = sorted(chosen)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Says which slow tests the run took in, so a CI log shows what its share covered."""
+    if (chosen := config.stash.get(SLOW_SHARE, None)) is not None:
+        index, count = config.getoption("slow_share")
+        terminalreporter.section(f"slow share {index}/{count}: {len(chosen)} slow tests")
+        for test_id in chosen:
+            terminalreporter.write_line(test_id)
 
 
 @pytest.fixture(autouse=True)
