@@ -2,7 +2,8 @@
 keeping only what was chosen, their docs rendering whole, and template updates. The rules of templating/parts.py on
 their own (markers, Markdown entries, test folders) are in tests/template/unit/test_parts.py.
 
-`.ci/run` also installs two generated variants in fresh environments and runs their smoke tests (`.ci/run --smoke`).
+`.ci/run` also installs two generated variants in fresh environments and runs their smoke tests (`.ci/run --smoke`),
+then a new user's own task on the everything one (templating/new_user_check.py).
 """
 
 import json
