@@ -43,6 +43,15 @@ def pytest_collection_modifyitems(config, items):
         if item.nodeid in chosen:
             item.add_marker(pytest.mark.slow_share)
     config.stash[SLOW_SHARE] = sorted(chosen)
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker: the controller prints the summary
+        config.workeroutput["slow_share"] = sorted(chosen)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Under pytest-xdist the workers collect, each the same tests: the controller takes the share they chose."""
+    if (chosen := getattr(node, "workeroutput", {}).get("slow_share")) is not None:  # none from a crashed worker
+        node.config.stash[SLOW_SHARE] = chosen
 
 
 def pytest_terminal_summary(terminalreporter, config):
