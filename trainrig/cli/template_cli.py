@@ -33,6 +33,7 @@ from trainrig.loggers.run_config import SaveConfigToLoggers
 from trainrig.monitoring.progress_bar import with_log_step_progress_bar
 from trainrig.monitoring.throughput import with_throughput
 from trainrig.registry import hooks
+from trainrig.resume.abandoned_future import AbandonedFuture
 from trainrig.resume.atomic_io import AtomicCheckpointIO
 from trainrig.resume.data_order import LoaderPositionRestore, ResumableTrainingLoader
 from trainrig.resume.epoch_metrics import EpochMetrics
@@ -65,13 +66,15 @@ class TemplateCLI(LightningCLI):
         self.data_to_model_links = data_to_model_links
         self.resume_point = None  # the run and checkpoint `--ckpt_path last` continues
         # Every run carries what makes a resumed run continue bit for bit: random state, epoch aggregates, and
-        # checkpoint trackers that follow a run resumed in another folder; a resumed run says which settings of its
-        # config the checkpoint's optimizer and scheduler state replaces; and every checkpoint records the
-        # parallelism that really ran.
+        # checkpoint trackers that follow a run resumed in another folder, checkpoint files that the stopped run saved
+        # after the checkpoint it continues from removed; a resumed run says which settings of its config the
+        # checkpoint's optimizer and scheduler state replaces; and every checkpoint records the parallelism that
+        # really ran.
         own_callbacks = [
             RandomState(),
             EpochMetrics(),
             MovedCheckpoints(),
+            AbandonedFuture(),
             ReplacedSettings(),
             ReleasedAtSetup(),
             ParallelismRecord(),

@@ -23,7 +23,8 @@ def partial_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
 
 
-def _is_local(path) -> bool:
+def is_local(path) -> bool:
+    """Whether `path` is on this machine's filesystem, not an object store's (s3://, gs://)."""
     protocol = get_filesystem(str(path)).protocol
     return "file" in ((protocol,) if isinstance(protocol, str) else protocol)
 
@@ -75,7 +76,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     @override
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
-        if not _is_local(path):
+        if not is_local(path):
             super().save_checkpoint(checkpoint, path, storage_options)
             return
         write_checkpoint_atomically(Path(path), checkpoint)

@@ -19,6 +19,7 @@ import torch
 
 from tests.helpers.installed import installed_python, not_build_inputs
 from tests.helpers.mlp.multi_host_runs import finished
+from tests.helpers.padded_checkpoint import PADDED_CHECKPOINTS, assert_every_checkpoint_padded
 from tests.helpers.run_dirs import RunDirectory, assert_same_run_directory, assert_same_weights, final_weights
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, small_run_args
@@ -138,9 +139,11 @@ def checkpoint_step(claim: Path, seen: list[int]) -> bool:
 def test_pipeline_trainjob_restarted_by_jobset_mid_epoch_ends_with_the_uninterrupted_run_directory(tmp_path):
     """The pipeline's 2 stages on the 2 pods (the run says so). Pod 1 is killed after the first mid-epoch checkpoint;
     as the written runtime's failurePolicy does, every pod is deleted and created again, and the job continues from
-    the claim: it leaves exactly the uninterrupted job's run directory."""
+    the claim: it leaves exactly the uninterrupted job's run directory. Every checkpoint is of a real model's size
+    (over 100 MB, padded; the callback comes from the pods' copy of the checkout), and each the restarted job leaves
+    holds all of it."""
     pipeline = ["--trainer.strategy", "pipeline", "--trainer.strategy.init_args.schedule", "1F1B"]
-    shrink = [*SHRINK, *CHECKPOINTS]
+    shrink = [*SHRINK, *CHECKPOINTS, PADDED_CHECKPOINTS]
     shrink += ["--trainer.limit_train_batches", str(STEPS_PER_EPOCH)]
     documents = generated(tmp_path, "--pvc", "results:/workspace/logs", "--", *shrink, *pipeline)
     job, runtime = documents["TrainJob"], documents["TrainingRuntime"]
@@ -166,6 +169,7 @@ def test_pipeline_trainjob_restarted_by_jobset_mid_epoch_ends_with_the_uninterru
                 assert statuses == [137], statuses
                 assert steps_at_kill[-1] % STEPS_PER_EPOCH, f"killed at an epoch's end (step {steps_at_kill[-1]})"
                 assert "Restoring states from the checkpoint path" in output
+                assert_every_checkpoint_padded(claim)
             assert "pipeline: 2 stages on 2 processes, 1F1B" in output, output[-3000:]
             runs[run] = RunDirectory.only_one_under(claim)
         assert_same_run_directory(runs["restarted"], runs["uninterrupted"], "JobSet restart")

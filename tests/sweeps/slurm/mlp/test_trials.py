@@ -68,6 +68,12 @@ def job_ids(log_dir, trials: int) -> list[str]:
     return [(log_dir / "sweep_mlp" / f"trial_{number}" / "slurm_job").read_text() for number in range(trials)]
 
 
+def ended(cluster: SlurmCluster, job_id: str) -> dict[str, str]:
+    """The job's fields once SLURM has ended it: the driver learns that a trial finished from the trial's reports,
+    while its job may still be running or completing for a moment."""
+    return cluster.wait_for(int(job_id), "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", timeout=60)
+
+
 def test_two_trials_each_a_two_node_ddp_slurm_job(cluster, tmp_path):
     """Two trials at once, each its own 2-node job: both complete with the value their rank 0 reported, each run's
     checkpoint records 2 processes on 2 nodes set up by SLURM, and the jobs ran on both nodes and left the queue."""
@@ -82,7 +88,7 @@ def test_two_trials_each_a_two_node_ddp_slurm_job(cluster, tmp_path):
         assert trial.value == json.loads(reports[-1])["value"]
         assert_ran_as(trial_dir, strategy="DDPStrategy", processes=2, nodes=2, environment="SLURMEnvironment")
     for job_id in job_ids(tmp_path / "logs", 2):
-        fields = cluster.job(int(job_id))
+        fields = ended(cluster, job_id)
         assert (fields["JobState"], fields["NodeList"], fields["Restarts"]) == ("COMPLETED", "h[2-3]", "0"), fields
 
 
@@ -104,7 +110,7 @@ def test_a_pruned_trial_stops_and_its_job_leaves_the_queue(cluster, tmp_path):
     trial = study(tmp_path / "logs", "mlp").trials[1]
     assert trial.state.name == "PRUNED" and list(trial.intermediate_values) == [333], result.stderr[-3000:]
     job_id = (tmp_path / "logs" / "sweep_mlp" / "trial_1" / "slurm_job").read_text()
-    assert cluster.job(int(job_id))["JobState"] == "COMPLETED"
+    assert ended(cluster, job_id)["JobState"] == "COMPLETED"
     assert job_id not in cluster.client(["squeue", "--noheader", "--format=%i"]).stdout.split()
 
 
@@ -119,7 +125,7 @@ def test_bad_input_in_a_trial_exits_2_and_is_not_submitted_again(cluster, tmp_pa
     assert result.stderr.count("submitted") == 1, result.stderr
     (job_id,) = job_ids(tmp_path / "logs", 1)
     time.sleep(3)  # a requeue would show within the cluster's requeue delay
-    fields = cluster.job(int(job_id))
+    fields = ended(cluster, job_id)
     assert (fields["JobState"], fields["Restarts"]) == ("COMPLETED", "0"), fields
 
 
@@ -188,7 +194,7 @@ def test_a_stopped_sweep_continues_its_slurm_trial_from_the_checkpoint_with_the_
     (trial,) = study(logs, "mlp").trials
     assert trial.state.name == "COMPLETE", result.stderr[-3000:]
     job_id = (trial_dir / "slurm_job").read_text()
-    assert job_id != stopped_job and cluster.job(int(job_id))["JobState"] == "COMPLETED"
+    assert job_id != stopped_job and ended(cluster, job_id)["JobState"] == "COMPLETED"
     log = (trial_dir / "trial.log").read_text()
     assert "exiting with status 143" in log.split("resume: continuing from")[0], "the cancelled job's ranks saved"
     resumed_steps = {int(step) for step in re.findall(r"resume: continuing from \S+ \(step (\d+)\)", log)}
@@ -221,7 +227,7 @@ def test_a_sweep_killed_outright_watches_its_running_slurm_job_instead_of_submit
     (trial,) = study(logs, "mlp").trials
     assert trial.state.name == "COMPLETE", result.stderr[-3000:]
     assert (trial_dir / "slurm_job").read_text() == job_id
-    fields = cluster.job(int(job_id))
+    fields = ended(cluster, job_id)
     assert (fields["JobState"], fields["Restarts"]) == ("COMPLETED", "0"), fields
     log = (trial_dir / "trial.log").read_text()
     assert "continuing from" not in log, "trained once, in its one job"
