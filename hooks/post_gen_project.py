@@ -14,13 +14,16 @@ from pathlib import Path
 
 answers = json.loads(r"""{{ cookiecutter | jsonify }}""")
 sys.path.insert(0, str(Path.cwd()))
-from templating.parts import TemplateError, apply_answers  # noqa: E402
+from templating.parts import BadAnswer, TemplateError, apply_answers  # noqa: E402
 
+# One line on stderr, exit 2 for a bad answer and 1 for a fault of the template itself. Cookiecutter then deletes the
+# project, logs "Hook script failed (exit status: N)" with its own traceback to stdout and exits 1 whatever N is: no
+# hook can change that (docs/template.md).
 try:
     apply_answers(Path.cwd(), answers)
 except TemplateError as error:
     print(f"error: {error}", file=sys.stderr)
-    sys.exit(1)
+    sys.exit(2 if isinstance(error, BadAnswer) else 1)
 
 # Where the project came from, for .template/update.py (the commit is hooks/pre_prompt.py's).
 record = Path(".template", "source.json")

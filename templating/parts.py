@@ -15,7 +15,7 @@ pattern (`tests/**/dask`). A generated project keeps what its answers satisfy an
 the markers themselves. Three rules need no markers: a Markdown list item or table row that links to a removed
 file goes with it, so does a command in a Python module's docstring that runs a removed module (`python -m
 trainrig.slurm.sbatch ...` in cli.py's), and in Markdown the first example a project has stands in for the CNN
-(MAIN_EXAMPLE_PATHS).
+(MAIN_EXAMPLE_PATHS; `my_task`, the user's own, in a project with none).
 """
 
 import ast
@@ -105,6 +105,12 @@ PATHS = {
         "tests/resume/test_plain_data.py",
     ],
     "cnn or lstm": ["benchmarks", "docs/performance"],
+    # The tests' own task, on which the tests that hold for every example run where there is none (its config is
+    # found from configs/, which then holds only what to write there).
+    "not (cnn or lstm or mlp)": ["tests/builtin_task", "configs/README.md"],
+    # Tests of what the examples ship: a streaming twin of each config, a search space of each.
+    "cnn or lstm or mlp": ["tests/examples/test_streaming_configs.py"],
+    "sweep and (cnn or lstm or mlp)": ["tests/sweeps/test_spaces.py"],
     # Each measures every example, by name.
     "cnn and lstm and mlp": [
         "benchmarks/gpu",
@@ -181,12 +187,18 @@ SUBSTITUTIONS = {
     ],
     "README.md": [("# Lightning distributed training template\n", "# {project_name}\n")],
     "configs/logger/wandb.yaml": [("project: lightning-distributed-template", "project: {project_slug}")],
-    "tests/wandb/test_monitoring.py": [('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"')],
+    "tests/wandb/test_monitoring.py": [
+        ('("lightning-distributed-template", "tests"', '("{project_slug}", "tests"'),
+        ('parts[0] == "lightning-distributed-template"', 'parts[0] == "{project_slug}"'),
+    ],
 }
 
 # In the Markdown files a generated project keeps, the first example it has stands in for the CNN in commands and
 # paths shared by every example: text about the CNN itself sits between cnn markers, so it is gone when that differs.
 MAIN_EXAMPLE_PATHS = ("configs/{}.yaml", "configs/sweeps/{}.yaml", "logs/{}/")
+# What those commands and paths name in a project with no example: the config of the user's own task, which the
+# README's "Your own data" and "Your own model" tell them to write.
+NO_EXAMPLE = "my_task"
 # A Markdown list item or table row, and the relative targets of its links.
 ENTRY = re.compile(r"^\s*([-*] |\|)")
 LINK_TARGET = re.compile(r"\]\((?!\w+://|#|mailto:)([^)\s]+)\)")
@@ -204,21 +216,24 @@ class TemplateError(ValueError):
     """A marker, a condition or an answer the template cannot use; the message names it."""
 
 
+class BadAnswer(TemplateError):
+    """An answer the user gave that would make a broken project: bad input, not a fault of the template."""
+
+
 def validate_answers(answers: dict) -> None:
-    """Reject answers that would produce a broken project, before the copy is changed (cookiecutter then deletes it)."""
+    """Reject answers that would produce a broken project, before the copy is changed (cookiecutter then deletes it).
+    Any choice of examples and parts makes a project: with no example, the tests run on their own small task."""
     name, slug, author = answers["project_name"], answers["project_slug"], answers["author"]
     if not name.strip():
-        raise TemplateError("project_name is empty")
+        raise BadAnswer("project_name is empty")
     for key, value in (("project_name", name), ("author", author)):
         if FORBIDDEN_IN_TEXT.search(value):
-            raise TemplateError(f"{key} {value!r} contains a quote, a backslash or a control character")
+            raise BadAnswer(f"{key} {value!r} contains a quote, a backslash or a control character")
     if not PROJECT_SLUG.fullmatch(slug):
-        raise TemplateError(
+        raise BadAnswer(
             f"project_slug {slug!r} (from project_name {name!r}) is not valid: use lower-case letters, digits and"
             " underscores, starting with a letter, e.g. project_slug=my_project"
         )
-    if not any(chosen(answers, example) for example in EXAMPLES):
-        raise TemplateError(f"choose at least one example: set one of {', '.join(EXAMPLES)} to yes")
 
 
 def chosen(answers: dict, name: str) -> bool:
@@ -295,7 +310,7 @@ def truth_table(answers: dict | None) -> dict[str, bool]:
 def apply_answers(project_dir: Path, answers: dict) -> None:
     """Turn a full copy of the repository in `project_dir` into the project the answers describe."""
     validate_answers(answers)
-    main_example = next(example for example in EXAMPLES if chosen(answers, example))
+    main_example = next((example for example in EXAMPLES if chosen(answers, example)), NO_EXAMPLE)
     for relative, replacements in SUBSTITUTIONS.items():  # first, while every file is complete
         path = project_dir / relative
         text = path.read_text()

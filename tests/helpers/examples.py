@@ -10,18 +10,25 @@ from pathlib import Path
 
 from tests.helpers import ROOT
 
-__all__ = ["CONFIGS", "artifacts", "ddp_differs", "heavy", "logged", "media", "shrink_args"]
+__all__ = ["BUILTIN_TASK_CONFIGS", "CONFIGS", "artifacts", "ddp_differs", "heavy", "logged", "media", "shrink_args"]
 
-_BY_CONFIG = {
-    module.CONFIG: module
-    for module in (
-        importlib.import_module(f"tests.examples.{folder.name}.example")
-        for folder in sorted((ROOT / "tests" / "examples").iterdir())
-        if (folder / "example.py").is_file()
-    )
-}
-# One config per example, in folder-name order, for the tests that hold for every example.
-CONFIGS = list(_BY_CONFIG)
+_EXAMPLES = [
+    importlib.import_module(f"tests.examples.{folder.name}.example")
+    for folder in sorted((ROOT / "tests" / "examples").iterdir())
+    if (folder / "example.py").is_file()
+]
+# The tests' own small task, a folder of tests/ with an example.py of its own, which a project keeps only when it has
+# no example: the tests that hold for every example then run on it. Here, beside the examples, only its own test does.
+_BUILTIN_TASK = [
+    importlib.import_module(f"tests.{path.parent.name}.example")
+    for path in sorted((ROOT / "tests").glob("*/example.py"))
+]
+_BY_CONFIG = {module.CONFIG: module for module in [*_EXAMPLES, *_BUILTIN_TASK]}
+# One config per example, in folder-name order, for the tests that hold for every example; the built-in task's in a
+# project with none.
+CONFIGS = [module.CONFIG for module in _EXAMPLES or _BUILTIN_TASK]
+# The built-in task's config, where the project has it.
+BUILTIN_TASK_CONFIGS = [module.CONFIG for module in _BUILTIN_TASK]
 
 
 def shrink_args(config: str, shapes_root: Path | None) -> list[str]:
