@@ -16,7 +16,8 @@ from trainrig.resume.atomic_io import AtomicCheckpointIO
 
 
 class SignalAtStep(Callback):
-    """Sends `signal_name` once global step `step` has finished on global rank `rank`.
+    """Sends `signal_name` once global step `step` has finished on global rank `rank`; step 0 when training starts,
+    before its first step, when Lightning's signal handlers are installed and the template's not yet.
 
     `whole_group` sends it to the run's whole process group (every rank of a machine): SIGKILL then is a lost node.
     `to_parent` sends it to the process that started this one.
@@ -36,8 +37,16 @@ class SignalAtStep(Callback):
         self.step, self.signal, self.rank = step, signal.Signals[signal_name], rank
         self.whole_group, self.to_parent, self.once_marker = whole_group, to_parent, once_marker
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self.step == 0:
+            self._send(trainer)
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step != self.step or trainer.global_rank != self.rank:
+        if trainer.global_step == self.step:
+            self._send(trainer)
+
+    def _send(self, trainer) -> None:
+        if trainer.global_rank != self.rank:
             return
         if self.once_marker is not None:
             if os.path.exists(self.once_marker):

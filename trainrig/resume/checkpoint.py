@@ -16,7 +16,13 @@ from trainrig.errors import UserInputError
 from trainrig.resume.atomic_io import write_checkpoint_atomically
 from trainrig.resume.csv_logger import ContinuingCSVLogger, metrics_rows
 from trainrig.resume.loading import load_checkpoint
-from trainrig.resume.preemption import AgreedFlags, Preempted, StopSignals, clear_stop_request
+from trainrig.resume.preemption import (
+    AgreedFlags,
+    Preempted,
+    StopSignals,
+    clear_stop_request,
+    take_over_a_sigterm_lightning_received,
+)
 from trainrig.resume.sharded import METADATA_NAME, replace_path
 
 LAST_NAME, PREVIOUS_NAME = "last.ckpt", "previous.ckpt"
@@ -92,6 +98,7 @@ class ResumableCheckpoint(ModelCheckpoint):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # Lightning installs its own handlers when the run starts; this comes later and replaces them.
         self._stop_signals.install()
+        take_over_a_sigterm_lightning_received(trainer)
         self._agreed.open(trainer.world_size)
         self._last_save_time = time.monotonic()
         due, self._plateau_step_due = self._plateau_step_due, None

@@ -65,6 +65,17 @@ def skip_lightning_stop_broadcast_while_handled_here(trainer: Trainer) -> None:
     epoch_loop._broadcast_sigterm_tensor = unless_handled_here
 
 
+def take_over_a_sigterm_lightning_received(trainer: Trainer) -> None:
+    """A SIGTERM that came between Lightning's handlers going in (as the run starts) and the template's (as training
+    starts) raised Lightning's flag, on which Lightning ends the run after the next step with exit status 0 and no
+    checkpoint, on the one rank that got it where the step broadcast is skipped. The template lowers that flag and
+    takes the signal as its own stop request: a checkpoint, the line saying so, exit status 143, on every rank."""
+    connector = trainer._signal_connector
+    if connector.received_sigterm:
+        connector.received_sigterm = False
+        request_stop()
+
+
 class StopSignals:
     """While training runs, SIGTERM and SIGINT request a stop.
 

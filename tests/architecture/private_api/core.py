@@ -77,6 +77,12 @@ ATTRIBUTES = [
         "trainrig/resume/preemption.py (replaced: skipped while the template handles SIGTERM)",
     ),
     (
+        "Trainer",
+        lambda: Trainer(logger=False),
+        "_signal_connector",
+        "trainrig/resume/preemption.py (a SIGTERM Lightning's handler took before the template's went in)",
+    ),
+    (
         "ArgumentParser",
         lambda: argparse.ArgumentParser(),
         "_actions",

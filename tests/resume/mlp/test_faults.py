@@ -171,6 +171,16 @@ def test_sigint_to_the_launching_process_stops_every_rank_with_a_checkpoint(sett
     assert checkpoint["global_step"] == stop_step
 
 
+def test_sigterm_before_the_first_step_stops_at_it_with_a_checkpoint(settings, tmp_path):
+    """Lightning's own handler takes a SIGTERM that comes before the template's are installed; the template takes
+    over its flag, which Lightning would read at its step broadcast (skipped while the template handles stops)."""
+    code, output = run(mlp_args(settings, tmp_path, "single", *fault(0, "SIGTERM")))
+    assert code == 143, output[-3000:]
+    assert "preempted at step 1 by SIGTERM" in output, output[-3000:]
+    checkpoint = torch.load(next(tmp_path.rglob("last.ckpt")), map_location="cpu", weights_only=True)
+    assert checkpoint["global_step"] == 1
+
+
 def test_checkpoint_of_an_empty_experiment_starts_fresh_and_says_so(settings, tmp_path):
     output = run_ok(mlp_args(settings, tmp_path, "single", "--ckpt_path", "last", "--trainer.max_epochs", "1"))
     assert "resume: no checkpoint of this experiment yet; starting fresh" in output
