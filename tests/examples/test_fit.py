@@ -9,19 +9,21 @@ from tests.helpers.examples import logged
 from tests.helpers.gpu import BF16, ONE_GPU
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.run_if import run_if
-from tests.helpers.runs import EXAMPLE_CONFIGS, last_value, read_metrics, run_cli, small_run_args
+from tests.helpers.runs import (
+    EXAMPLE_CONFIGS,
+    assert_fit_left_checkpoints_and_metrics,
+    last_value,
+    read_metrics,
+    run_cli,
+    small_run_args,
+)
 
 
 @pytest.mark.smoke
 @pytest.mark.parametrize("config", EXAMPLE_CONFIGS)
 def test_fit_writes_checkpoints_and_namespaced_metrics(config, tmp_path, shapes_root):
     run_cli("fit", small_run_args(config, tmp_path, shapes_root))
-    (run_dir,) = [path.parent for path in tmp_path.rglob("config.yaml")]
-    checkpoints = sorted(path.name for path in (run_dir / "checkpoints").iterdir())
-    assert "last.ckpt" in checkpoints and any(name.startswith("best-") for name in checkpoints)
-    rows = read_metrics(tmp_path)
-    for key in logged(config):
-        assert math.isfinite(last_value(rows, key)), f"{key} is not finite"
+    rows = assert_fit_left_checkpoints_and_metrics(tmp_path, config)
     assert last_value(rows, "val/loss") > 0
 
 

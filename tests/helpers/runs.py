@@ -1,12 +1,13 @@
 """Shrunken real runs: the example configs with few batches, small generated images and tmp dirs."""
 
 import csv
+import math
 import re
 from pathlib import Path
 
 import cli
 from tests.helpers import ROOT
-from tests.helpers.examples import CONFIGS, shrink_args
+from tests.helpers.examples import CONFIGS, logged, shrink_args
 
 __all__ = ["EXAMPLE_CONFIGS", "LAUNCHER_VARIABLES", "ROOT", "last_value", "read_metrics", "run_cli", "small_run_args"]
 
@@ -51,6 +52,18 @@ def read_metrics(log_dir: Path) -> list[dict[str, str]]:
     (metrics_file,) = log_dir.rglob("metrics.csv")
     with metrics_file.open() as handle:
         return list(csv.DictReader(handle))
+
+
+def assert_fit_left_checkpoints_and_metrics(log_dir: Path, config: str) -> list[dict[str, str]]:
+    """The one run under `log_dir` saved `last.ckpt` and a best checkpoint, and every metric its example logs ended
+    finite; its metrics rows."""
+    (run_dir,) = [path.parent for path in log_dir.rglob("config.yaml")]
+    checkpoints = sorted(path.name for path in (run_dir / "checkpoints").iterdir())
+    assert "last.ckpt" in checkpoints and any(name.startswith("best-") for name in checkpoints)
+    rows = read_metrics(log_dir)
+    for key in logged(config):
+        assert math.isfinite(last_value(rows, key)), f"{key} is not finite"
+    return rows
 
 
 def last_value(rows: list[dict[str, str]], key: str) -> float:
