@@ -139,7 +139,7 @@ PATHS = {
         "docs/performance/strategies.md",
     ],
     "mlp and (cnn or lstm)": ["benchmarks/hosts.py", "docs/performance/hosts.md", "benchmarks/host_time.py"],
-    "dask and lstm": [
+    "dask and lstm and cnn": [
         "benchmarks/dask_launcher.py",
         "docs/performance/dask_launcher.md",
     ],

@@ -158,12 +158,16 @@ def argparse_cases(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     ("configs", "subcommands"),
     [
         pytest.param(EXAMPLE_CONFIGS[:1], ["fit"], id="fit-one-config"),
-        pytest.param(SHIPPED_CONFIGS, SUBCOMMANDS, id="every-config-and-subcommand", marks=pytest.mark.slow),
+        *(
+            pytest.param([config], SUBCOMMANDS, id=f"{config}-every-subcommand", marks=pytest.mark.slow)
+            for config in SHIPPED_CONFIGS
+        ),
     ],
 )
 def test_every_option_refuses_a_wrong_value_in_one_line_writing_nothing(earlier_run, capsys, configs, subcommands):
     """Counts: printed at the end (`pytest -s`), for the issue's closing note. Every shipped config with every
-    subcommand (1152 bad inputs) takes minutes: marked slow; the default run walks `fit` of one config."""
+    subcommand (1152 bad inputs) takes minutes: marked slow, one test per config, so that the slow shares of CI
+    (docs/testing.md) each take some; the default run walks `fit` of one config."""
     before = snapshot(earlier_run)
     tried, failures = 0, []
     for config in configs:

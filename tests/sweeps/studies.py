@@ -1,11 +1,19 @@
 """A sweep's study, read back from the journal the driver writes under the log folder."""
 
+import json
 from pathlib import Path
 
 import optuna
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
 from trainrig.sweeps.options import PROGRESS_PER_EPOCH
+
+
+def sweep_file(path: Path, space: dict, **settings) -> str:
+    """A sweep settings file at `path` searching `space` (`sweep.py --sweep`'s format, as JSON), with `settings` beside
+    it (trials, pruner, ...); returns its path as an argument."""
+    path.write_text(json.dumps({"space": space, **settings}))
+    return str(path)
 
 
 def study(log_dir: Path, name: str) -> optuna.Study:

@@ -29,12 +29,15 @@ def in_space(value, distribution: dict) -> bool:
 
 def trained_with(checkpoint: dict, key: str):
     """What the run itself used for a search-space key: the optimizer's own setting (before any scheduler changed
-    the learning rate), the model's or the data module's saved init argument."""
-    optimizer = "model.init_args.optimizer.init_args."
+    the learning rate), a scheduler's setting it keeps in the optimizer's groups (OneCycleLR's `max_lr`), the model's
+    or the data module's saved init argument."""
+    group = checkpoint["optimizer_states"][0]["param_groups"][0]
+    optimizer, scheduler = "model.init_args.optimizer.init_args.", "model.init_args.scheduler.init_args."
     if key.startswith(optimizer):
-        group = checkpoint["optimizer_states"][0]["param_groups"][0]
         name = key.removeprefix(optimizer)
         return group.get(f"initial_{name}", group[name])
+    if key.startswith(scheduler):
+        return group[key.removeprefix(scheduler)]
     section, _, name = key.partition(".init_args.")
     return checkpoint[{"model": "hyper_parameters", "data": "datamodule_hyper_parameters"}[section]][name]
 

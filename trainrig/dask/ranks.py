@@ -45,12 +45,15 @@ def stop_ranks(client: Client, futures: list, workers: list[str], cluster_closes
     """Cancel every rank and restart the workers whose rank is still running, unless the cluster closes anyway.
 
     Cancelling a running task does not stop its thread, which would wait in a collective for the
-    failed rank until the timeout.
+    failed rank until the timeout. Only a nanny restarts its worker: a rank still running on a worker started without
+    one (`dask worker --no-nanny`) ends when its collectives fail for want of the lost rank, and the next attempt's
+    rank there waits for its thread.
     """
-    alive = set(client.scheduler_info()["workers"])
-    still_running = [
-        worker for future, worker in zip(futures, workers) if future.status == "pending" and worker in alive
-    ]
+    alive = client.scheduler_info()["workers"]
+    running = [worker for future, worker in zip(futures, workers) if future.status == "pending" and worker in alive]
+    still_running = [worker for worker in running if alive[worker].get("nanny")]
+    if without_nanny := sorted(set(running) - set(still_running)):
+        log.info(f"dask: workers {without_nanny} have no nanny to restart them; their ranks end with their collectives")
     client.cancel(futures, force=True)
     if still_running and not cluster_closes:
         log.info(f"dask: restarting workers {still_running}, whose ranks were still running")

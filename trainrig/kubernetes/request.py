@@ -253,10 +253,12 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     if max_restarts < 0:
         raise UserInputError(f"--max-restarts must be 0 or more, got {max_restarts}")
     _check_strategy_fits(strategy, pods * nproc_per_node, elastic)
+    # cookiecutter: only with cnn or mlp
     if strategy.placement is Placement.PIPELINE:
         from trainrig.launch.pipeline_fit import check_pipeline_fits  # the pipeline's own files, as the strategy is
 
         check_pipeline_fits(overrides, config.as_posix(), pods, nproc_per_node, KUBERNETES)
+    # cookiecutter: end
 
     request = JobRequest(
         kind=args.kind,

@@ -61,7 +61,7 @@ def take_strategy(overrides: tuple[str, ...], runs_in: str) -> tuple[JobStrategy
     for value, placed in zip(given, placements, strict=True):
         if placed is None:
             raise UserInputError(
-                f"{STRATEGY_FLAG} {value!r} cannot run {runs_in}: give ddp, pipeline, layer_split or another "
+                f"{STRATEGY_FLAG} {value!r} cannot run {runs_in}: give ddp, fsdp2 or another "
                 "strategy of trainrig/strategies"
             )
     if not given or placements[-1] is Placement.DDP:

@@ -179,10 +179,12 @@ def parse_request(argv: list[str], config_anywhere: bool = False) -> tuple[Batch
             f"{STRATEGY_FLAG} {strategy.name} trains in one process on one node's devices, but --nodes is "
             f"{args.nodes}; use --nodes 1, or pipeline to spread the stages over nodes"
         )
+    # cookiecutter: only with cnn or mlp
     if strategy.placement is Placement.PIPELINE:
         from trainrig.launch.pipeline_fit import check_pipeline_fits  # the pipeline's own files, as the strategy is
 
         check_pipeline_fits(overrides, config.as_posix(), args.nodes, tasks_per_node, SLURM)
+    # cookiecutter: end
     request = BatchRequest(
         name=name,
         nodes=args.nodes,

@@ -2,8 +2,8 @@
 with the driver.
 
 A trial's folder is the user's own: the driver makes it so that only the user can enter it, and reads what decides
-which process it signals (`pid`) or what it unpickles (a SLURM trial's result) only while no other user can have
-written it.
+which process it signals (`pid`) or what it unpickles (the result submitit writes for a trial run as a cluster job)
+only while no other user can have written it.
 """
 
 import ctypes

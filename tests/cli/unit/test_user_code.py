@@ -119,6 +119,11 @@ def test_an_unknown_option_of_a_tool_is_named_before_a_missing_required_one():
 
 def test_a_datamodule_that_does_not_import_leaves_the_others_links(tmp_path, monkeypatch):
     (tmp_path / "zz_broken_data.py").write_text("import a_package_nobody_installed\n")
+    (tmp_path / "zz_working_data.py").write_text(
+        "from lightning.pytorch import LightningDataModule\n\n\n"
+        "class Working(LightningDataModule):\n    model_arguments = ('num_features',)\n"
+    )
     monkeypatch.setattr(datamodules, "__path__", [*datamodules.__path__, str(tmp_path)])
-    assert datamodules.model_arguments.__wrapped__() == datamodules.model_arguments()
-    assert datamodules.model_arguments()  # the template's datamodules still hand their values to the model
+    monkeypatch.delitem(sys.modules, "datamodules.zz_working_data", raising=False)
+    found = datamodules.model_arguments.__wrapped__()
+    assert found == (*datamodules.model_arguments(), "num_features")  # the others still hand their values on

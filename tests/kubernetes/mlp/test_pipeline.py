@@ -5,12 +5,16 @@ import pytest
 import yaml
 
 from tests.helpers.runs import run_cli
+from tests.kubernetes import pytorchjobs, trainjobs
 from tests.kubernetes.pytorchjobs import (
+    assert_refused_in_one_line,
     generated_manifest,
     pod_command,
     schema_errors,
 )
 from tests.kubernetes.trainjobs import generated_documents, trainer_schema_errors
+
+MLP_JOB = ["--name", "mlp", "--image", "template:0.1", "--config", "configs/mlp.yaml"]
 
 
 def test_pipeline_after_the_separator_runs_in_every_pod_with_its_options(tmp_path, capsys):
@@ -78,3 +82,49 @@ def test_every_strategy_by_flag_is_a_valid_trainjob_whose_command_cli_reads(tmp_
     assert config["trainer"]["strategy"]["class_path"] == class_path
     assert {name: config["trainer"]["strategy"]["init_args"][name] for name in init_args} == init_args
     assert (config["trainer"]["num_nodes"], config["trainer"]["devices"], config["ckpt_path"]) == (2, "1", "last")
+
+
+@pytest.mark.parametrize(
+    ("generate", "args", "expected"),
+    [
+        (
+            pytorchjobs.generate,
+            [*MLP_JOB, "--workers", "2", "--", "--trainer.strategy", "pipeline", "--model.init_args.num_stages", "2"],
+            "error: pipeline schedule GPipe runs one stage per process, but the model has 2 stages and the job runs 3 "
+            "process(es); change --nodes or --nproc-per-node, or the model's stages\n",
+        ),
+        (
+            pytorchjobs.generate,
+            [
+                *MLP_JOB,
+                "--workers",
+                "2",
+                "--",
+                "--trainer.strategy",
+                "pipeline",
+                "--trainer.strategy.init_args.data_parallel=2",
+            ],
+            "error: pipeline data_parallel 2 does not divide the job's 3 processes (3 pod(s) x 1)\n",
+        ),
+        (
+            pytorchjobs.generate,
+            [*MLP_JOB, "--workers", "2", "--", "--trainer.strategy=layer_split"],
+            "--trainer.strategy layer_split trains in one process on one machine's devices, but this job runs 3",
+        ),
+        (
+            pytorchjobs.generate,
+            [*MLP_JOB, "--elastic", "2:4", "--", "--trainer.strategy", "pipeline"],
+            "--trainer.strategy pipeline needs a fixed number of processes; use --workers or --nodes, not --elastic",
+        ),
+        (
+            trainjobs.generate,
+            [*MLP_JOB, "--nodes", "3", "--", "--trainer.strategy", "layer_split"],
+            "--trainer.strategy layer_split trains in one process",
+        ),
+    ],
+)
+def test_a_model_parallel_strategy_the_job_cannot_hold_is_refused_in_one_line(generate, args, expected, tmp_path):
+    """The pipeline's stages must fit the job's processes, and layer_split runs in one process: each refused when the
+    job is written, before it waits in a queue."""
+    job_file = tmp_path / "job.yaml"
+    assert_refused_in_one_line(generate(*args, output=job_file), expected, job_file)

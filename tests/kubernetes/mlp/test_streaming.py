@@ -28,6 +28,9 @@ SHARDS_MOUNT = Path("data/shards")  # relative to /workspace, where the pods run
 @pytest.mark.slow  # CI budget: 27 s on 2 busy cores; the torchrun job across hosts streams in the default run
 def test_trainjob_pods_stream_shards_from_a_claim_each_sample_once_an_epoch(tmp_path, shapes_root):
     record = ["--trainer.callbacks+=tests.helpers.sample_record.RecordSamples"]
+    # The generator parses the flags after `--` as the pods will, so the config exists here too: on a shared volume,
+    # by its absolute path; the shards' path in it is relative to /workspace, where each pod runs.
+    streamed = write_config(tmp_path / "streamed.yaml", SHARDS_MOUNT, shapes_root)
     documents, _ = generated_documents(
         tmp_path,
         *("--name", NAME, "--image", "template:0.1", "--nodes", "2", "--config", "configs/mlp_streaming.yaml"),
@@ -35,7 +38,7 @@ def test_trainjob_pods_stream_shards_from_a_claim_each_sample_once_an_epoch(tmp_
         *(
             "--",
             "--config",
-            "streamed.yaml",
+            str(streamed),
             *record,
             f"--trainer.callbacks.init_args.directory={tmp_path / 'samples'}",
         ),
@@ -51,7 +54,6 @@ def test_trainjob_pods_stream_shards_from_a_claim_each_sample_once_an_epoch(tmp_
         pods, logs = [], []
         for node, host in enumerate(hosts):
             shutil.copytree(ROOT, host.workdir, ignore=not_build_inputs, dirs_exist_ok=True)  # the image's /workspace
-            write_config(host.workdir / "streamed.yaml", SHARDS_MOUNT, shapes_root)
             (host.workdir / SHARDS_MOUNT).parent.mkdir(exist_ok=True)
             (host.workdir / SHARDS_MOUNT).symlink_to(shards_claim, target_is_directory=True)
             (host.workdir / "logs").symlink_to(logs_claim, target_is_directory=True)

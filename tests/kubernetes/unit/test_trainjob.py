@@ -1,7 +1,7 @@
 """Cluster jobs of `--kind TrainJob` (the default): the TrainJob and the TrainingRuntime it runs on, checked against
 Kubeflow Trainer v2's own CRD schemas (tests/kubernetes/schemas), the commands cli.py reads from them, the Run:ai
-command's flags against Run:ai's reference, and the one-line refusals. The pods run on emulated hosts in
-tests/kubernetes/mlp/test_trainjob_hosts.py.
+command's flags against Run:ai's reference, and the one-line refusals. The pods run on emulated hosts in an example's
+tests/kubernetes/<example>/test_trainjob_hosts.py.
 """
 
 import copy
@@ -224,7 +224,6 @@ def with_flag(flag: str, value: str | None) -> list[str]:
         (with_flag("--name", "a" * 56), "pod names like '" + "a" * 56 + "-node-0-2' must fit in 63 characters"),
         ([*BASE, "--", "--trainer.num_nodes=2"], "--trainer.num_nodes is set from --nodes"),
         ([*BASE, "--", "--trainer.strategy", "auto"], "--trainer.strategy 'auto' cannot run in the pods"),
-        ([*BASE, "--", "--trainer.strategy", "layer_split"], "--trainer.strategy layer_split trains in one process"),
     ],
 )
 def test_bad_input_gives_one_clear_line(tmp_path, args, expected):

@@ -1,7 +1,9 @@
 """A run preempted again and again and continued each time elsewhere: fsdp2 on 4 processes, on 2, then DDP, one
-device, and fsdp2 again. Each leg is stopped by a real SIGTERM in the middle of an epoch or at its end, and the
-next one continues with `--ckpt_path last` from the step and data position the last one saved: the run ends as
-the uninterrupted one, within float tolerance (all but one epoch aggregate: ACROSS_WORLD_SIZES).
+device, and fsdp2 again. Each leg is stopped by a real SIGTERM, and the next one continues with `--ckpt_path last`
+from the step and data position the last one saved: the run ends as the uninterrupted one, within float tolerance (all
+but one epoch aggregate: ACROSS_WORLD_SIZES). Several processes settle a stop request a step later, at the latest at
+the epoch's last step (`stopped_at`), so the legs of several processes stop at epoch ends; the one-device leg stops in
+the middle of an epoch, which fsdp2 on two processes continues.
 
 The MLP trains on a global batch of 16 (two steps per epoch) on every world size: the resumable sampler deals each
 epoch's order to the ranks in turn, so every world size takes the same samples at every step (see
@@ -12,6 +14,7 @@ import pytest
 import torch
 
 from tests.helpers.faults import fault
+from tests.helpers.mlp.resume_runs import stopped_at
 from tests.helpers.mlp.tiny_mlp import mlp_args, write_mlp_settings
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.runs import read_metrics
@@ -21,17 +24,17 @@ from trainrig.resume.sharded import consolidated
 
 EPOCHS, GLOBAL_BATCH, STEPS_PER_EPOCH = 5, 16, 2
 
-# (strategy arguments, processes, the strategy the checkpoint records, the step a SIGTERM stops the leg after).
+# (strategy arguments, processes, the strategy the checkpoint records, the step after which a SIGTERM comes).
 LEGS = [
-    (("--trainer.strategy", "fsdp2", "--trainer.devices", "4"), 4, "FSDP2Strategy", 3),  # in epoch 2 of 5
-    (FSDP2, 2, "FSDP2Strategy", 5),  # continues epoch 2 on half the processes, stops in epoch 3
-    (("--trainer.strategy", "ddp", "--trainer.devices", "2"), 2, "DDPStrategy", 6),  # continues it unsharded
-    ((), 1, "SingleDeviceStrategy", 8),
-    (FSDP2, 2, "FSDP2Strategy", None),  # to the end
+    (("--trainer.strategy", "fsdp2", "--trainer.devices", "4"), 4, "FSDP2Strategy", 3),  # stops at epoch 2's end
+    (FSDP2, 2, "FSDP2Strategy", 5),  # continues on half the processes, stops at epoch 3's end
+    (("--trainer.strategy", "ddp", "--trainer.devices", "2"), 2, "DDPStrategy", 7),  # continues it unsharded
+    ((), 1, "SingleDeviceStrategy", 9),  # stops in the middle of epoch 5
+    (FSDP2, 2, "FSDP2Strategy", None),  # continues epoch 5 on two processes, to the end
 ]
 # A run continued in the middle of an epoch on another number of processes cannot take over each rank's running
-# epoch aggregates (trainrig/resume/epoch_metrics.py warns): epoch 2's train/epoch_loss covers its second step only.
-ACROSS_WORLD_SIZES = 1
+# epoch aggregates (trainrig/resume/epoch_metrics.py warns): epoch 5's train/epoch_loss covers its second step only.
+ACROSS_WORLD_SIZES = 4
 
 
 def checkpoint_of(log_dir) -> dict:
@@ -62,7 +65,8 @@ def test_a_run_continues_from_4_to_2_fsdp2_processes_then_ddp_one_device_and_fsd
         assert_ran_as(legs, strategy=recorded, processes=processes)
         saved = checkpoint_of(legs)
         resumed_at = saved["global_step"]
-        assert resumed_at == (stop if stop is not None else EPOCHS * STEPS_PER_EPOCH), place
+        expected = stopped_at(stop, processes, STEPS_PER_EPOCH) if stop is not None else EPOCHS * STEPS_PER_EPOCH
+        assert resumed_at == expected, place
         (order,) = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"]  # the resumable loader's position
         position = order["epoch"] * order["dataset_size"] + order["consumed"]
         assert position == resumed_at * GLOBAL_BATCH, f"{place}: the data position, {order}"

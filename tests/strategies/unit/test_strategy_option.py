@@ -26,4 +26,4 @@ def test_the_launcher_timeout_reaches_auto_and_the_projects_strategies():
 def test_the_users_timeout_stays_and_a_strategy_without_one_gets_none():
     own = {"class_path": "trainrig.strategies.compile.CompilingDDPStrategy", "init_args": {"timeout": "0:02:00"}}
     assert with_launcher_timeout(own, DDPStrategy, TEN_MINUTES)["init_args"] == {"timeout": "0:02:00"}
-    assert "timeout" not in with_launcher_timeout("layer_split", DDPStrategy, TEN_MINUTES)["init_args"]
+    assert "timeout" not in with_launcher_timeout("single_device", DDPStrategy, TEN_MINUTES)["init_args"]

@@ -1,7 +1,6 @@
 """Sweeps of the pet-name example for the tests: the driver's command shrunk by config, search-space files, the study
 it leaves."""
 
-import json
 import re
 import subprocess
 import sys
@@ -20,11 +19,6 @@ STARTED = re.compile(r"sweep: trial (\d+) started: limit_train_batches=(\d+), na
 
 def sweep_command(log_dir: Path, *extra: str) -> list[str]:
     return [sys.executable, str(ROOT / "sweep.py"), *small_run_args("lstm.yaml", log_dir), *extra]
-
-
-def sweep_file(path: Path, space: dict, **settings) -> str:
-    path.write_text(json.dumps({"space": space, **settings}))
-    return str(path)
 
 
 def run(command: list[str]) -> subprocess.CompletedProcess:

@@ -11,7 +11,8 @@ import pytest
 
 import sweep
 from tests.helpers.runs import ROOT
-from tests.sweeps.lstm.runs import LR, TIMEOUT_S, sweep_command, sweep_file
+from tests.sweeps.lstm.runs import LR, TIMEOUT_S, sweep_command
+from tests.sweeps.studies import sweep_file
 from trainrig.sweeps import run
 
 SPACE = {LR: {"type": "float", "low": 1e-4, "high": 1e-2, "log": True}}

@@ -19,9 +19,8 @@ from tests.sweeps.lstm.runs import (
     run,
     study_with_a_far_better_trial,
     sweep_command,
-    sweep_file,
 )
-from tests.sweeps.studies import study
+from tests.sweeps.studies import study, sweep_file
 from trainrig.testing.load import LOAD_MODES, saturated_cpu
 
 

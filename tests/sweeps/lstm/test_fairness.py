@@ -4,8 +4,8 @@ compared at the same progress through the data, and a trial's seconds are the ti
 import optuna
 import pytest
 
-from tests.sweeps.lstm.runs import run, sweep_command, sweep_file
-from tests.sweeps.studies import study
+from tests.sweeps.lstm.runs import run, sweep_command
+from tests.sweeps.studies import study, sweep_file
 from trainrig.sweeps.driver import ProgressMedianPruner
 from trainrig.sweeps.options import PROGRESS_PER_EPOCH
 

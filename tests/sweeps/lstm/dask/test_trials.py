@@ -13,9 +13,8 @@ from tests.sweeps.lstm.runs import (
     run,
     study_with_a_far_better_trial,
     sweep_command,
-    sweep_file,
 )
-from tests.sweeps.studies import study
+from tests.sweeps.studies import study, sweep_file
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers.ran import assert_ran_as
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import ROOT, small_run_args
-from tests.sweeps.studies import study, study_with_a_far_better_trial
+from tests.sweeps.studies import study, study_with_a_far_better_trial, sweep_file
 from trainrig.testing.slurm import SlurmCluster
 
 pytestmark = run_if(
@@ -39,11 +39,6 @@ def cluster():
     jobs of their own, and each test waits until its jobs have left the queue."""
     with SlurmCluster(nodes=2, accounting=True) as running:
         yield running
-
-
-def sweep_file(path: Path, space: dict, **settings) -> str:
-    path.write_text(json.dumps({"space": space, **settings}))
-    return str(path)
 
 
 def sweep_command(log_dir: Path, *extra: str) -> list[str]:
