@@ -1,5 +1,5 @@
 """Each example's streaming config trains what its map-style config trains: the same model, optimizer and schedule,
-seed, epochs, batch size and target (the config's `# target:` line), so the two reach the same quality."""
+seed, epochs, batch size, augmentation and target (the config's `# target:` line), so the two reach the same quality."""
 
 import pytest
 import yaml
@@ -24,4 +24,6 @@ def test_streaming_config_trains_as_the_map_style_one(example):
     assert streamed["seed_everything"] == mapped["seed_everything"]
     assert streamed["trainer"]["max_epochs"] == mapped["trainer"]["max_epochs"]
     assert streamed["data"]["init_args"]["batch_size"] == mapped["data"]["init_args"]["batch_size"]
+    augment = [settings["data"]["init_args"].get("augment") for settings in (streamed, mapped)]
+    assert augment[0] == augment[1], "the same random crops and flips, or none"
     assert target(f"{example}_streaming") == target(example) != []
