@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from tests.helpers.faults import fault
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import EXAMPLE_CONFIGS
@@ -15,6 +17,7 @@ def test_dask_run_makes_exactly_one_wandb_run(tmp_path, shapes_root):
     assert len(run.values("train/loss")) == 3, "rank 0 logs every step once"
 
 
+@pytest.mark.slow  # CI budget: 67 s
 @run_if(packages=("wandb", "distributed"))
 def test_dask_restart_continues_the_jobs_wandb_run(tmp_path, shapes_root):
     """Rank 1 is killed after step 2; the restarted ranks log into the W&B run the job pinned before its first try."""

@@ -207,6 +207,7 @@ def test_layer_split_resumes_to_the_uninterrupted_result(runs, settings, tmp_pat
     )
 
 
+@pytest.mark.slow  # CI budget: 41 s; the pipeline's training and checkpoints are checked in the default run
 def test_pipeline_test_metrics_equal_single_device_on_the_same_checkpoint(runs, settings, tmp_path):
     ckpt = str(checkpoint_path(runs["single"], "last.ckpt"))
     run_cli("test", mlp_args(settings, tmp_path / "single", "--ckpt_path", ckpt))
