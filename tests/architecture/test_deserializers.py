@@ -106,6 +106,10 @@ DESERIALIZERS = {
         TRUSTED + "the config's --trainer.strategy (a config is code)",
         None,
     ),
+    "trainrig/launch/arguments.py::check_job_fits::import_object": (
+        TRUSTED + "the `job_check` import path a strategy class names in its code",
+        None,
+    ),
     "trainrig/sweeps/placements/__init__.py::_modules::importlib.import_module": (
         TRUSTED + "the project's own placement modules",
         None,

@@ -80,7 +80,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         `--nodes`), and an unknown one is named with the near ones before argparse misses a required one: `--node 2`
         is a misspelt `--nodes`, not a missing one."""
         given = sys.argv[1:] if args is None else list(args)
-        known = options_of(self)
+        known = [option for action in self._actions for option in action.option_strings]  # --help too, not in usage
         subcommands = {
             name
             for action in self._actions

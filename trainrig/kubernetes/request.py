@@ -14,7 +14,7 @@ import yaml
 
 from trainrig.errors import UserInputError
 from trainrig.errors.options import OneLineArgumentParser
-from trainrig.launch.arguments import Launcher, job_arguments, split_at_separator
+from trainrig.launch.arguments import Launcher, check_job_fits, job_arguments, split_at_separator
 from trainrig.launch.strategy import JobStrategy, Placement
 from trainrig.launch.trainer_flags import trainer_flags
 from trainrig.strategies.strategy_option import STRATEGY_FLAG
@@ -253,12 +253,7 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
     if max_restarts < 0:
         raise UserInputError(f"--max-restarts must be 0 or more, got {max_restarts}")
     _check_strategy_fits(strategy, pods * nproc_per_node, elastic)
-    # cookiecutter: only with cnn or mlp
-    if strategy.placement is Placement.PIPELINE:
-        from trainrig.launch.pipeline_fit import check_pipeline_fits  # the pipeline's own files, as the strategy is
-
-        check_pipeline_fits(overrides, config.as_posix(), pods, nproc_per_node, KUBERNETES)
-    # cookiecutter: end
+    check_job_fits(strategy, overrides, config.as_posix(), pods, nproc_per_node, KUBERNETES)
 
     request = JobRequest(
         kind=args.kind,

@@ -1,6 +1,7 @@
 """The command line of a launcher: its own options before `--`, and after it the `cli.py fit` arguments every process
 of the job gets, from which the strategy is taken out (the launcher places it) and where the flags the launcher sets
-itself are refused: the trainer flags derived from the job's shape, and the resume flag."""
+itself are refused: the trainer flags derived from the job's shape, and the resume flag. Once the launcher has sized the
+job, the strategy's own check of that size runs (`check_job_fits`)."""
 
 from dataclasses import dataclass
 
@@ -8,8 +9,10 @@ from trainrig.errors import UserInputError
 from trainrig.launch.strategy import JobStrategy, take_strategy
 from trainrig.launch.timeouts import check_timeouts
 from trainrig.launch.trainer_flags import DERIVED_TRAINER_FLAGS
+from trainrig.registry import import_object
+from trainrig.strategies.strategy_option import strategy_class
 
-__all__ = ["RESUME", "SEPARATOR", "Launcher", "job_arguments", "split_at_separator"]
+__all__ = ["RESUME", "SEPARATOR", "Launcher", "check_job_fits", "job_arguments", "split_at_separator"]
 
 SEPARATOR = "--"
 # What a restarted or requeued job runs with, so that it continues its run from the newest checkpoint.
@@ -47,3 +50,23 @@ def job_arguments(overrides: tuple[str, ...], launcher: Launcher) -> tuple[JobSt
                 f"{flag} is set to `{RESUME[1]}` {launcher.resumes}; do not override it after `{SEPARATOR}`"
             )
     return strategy, overrides
+
+
+def check_job_fits(
+    strategy: JobStrategy,
+    overrides: tuple[str, ...],
+    config: str,
+    hosts: int,
+    processes_per_host: int,
+    launcher: Launcher,
+) -> None:
+    """A UserInputError when the strategy's own check of a launched job refuses its `hosts` x `processes_per_host`
+    processes with these overrides and config: refused when the job is written, not after it waited in a queue.
+
+    A strategy class declares that check in its `job_check` attribute, by import path (the pipeline's: its stages fit
+    the processes), called as `check(overrides, config, hosts, processes_per_host, launcher)`. It is resolved only
+    for a job that runs the strategy: the check reads a launcher's arguments, so it lives in trainrig/launch, which
+    strategies may not import, in a file that comes and goes with the strategy's, and no launcher names it."""
+    check = getattr(strategy_class(strategy.name), "job_check", None)
+    if check is not None:
+        import_object(check)(overrides, config, hosts, processes_per_host, launcher)

@@ -2,7 +2,8 @@
 first process after the queue wait: the same rule the pipeline strategy applies when it starts (its schedules'
 rules), on the schedule, data-parallel degree and stage count the job's arguments and config give.
 
-Part of the pipeline strategy's files: a launcher imports it only for a job that runs the pipeline.
+Part of the pipeline strategy's files: the strategy names `check_pipeline_fits` as its `job_check`, which
+`trainrig.launch.arguments.check_job_fits` imports only for a job that runs the pipeline.
 """
 
 from pathlib import Path

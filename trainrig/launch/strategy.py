@@ -21,8 +21,7 @@ class Placement(Enum):
     """How a strategy places a job's processes."""
 
     DDP = "DDP"  # Lightning's DDP by any of its names: every launcher's default, a process per device
-    PIPELINE = "pipeline"  # a process per device, the model's stages spread over them: the stages must fit
-    PROCESS_PER_DEVICE = "process per device"  # another multi-process strategy (fsdp2, ...): placed like DDP
+    PROCESS_PER_DEVICE = "process per device"  # another multi-process strategy (fsdp2, pipeline, ...): placed like DDP
     ONE_PROCESS = "one process"  # one process with every device of one node (layer_split)
 
 
@@ -43,9 +42,6 @@ def placement(value) -> Placement | None:
         return None
     if selected in (DDPStrategy, REPLACED[DDPStrategy]):
         return Placement.DDP
-    pipeline = strategy_class("pipeline")  # None in a project without the pipeline
-    if pipeline is not None and issubclass(selected, pipeline):
-        return Placement.PIPELINE
     if issubclass(selected, ParallelStrategy):
         return Placement.PROCESS_PER_DEVICE
     if issubclass(selected, SingleDeviceStrategy):

@@ -34,7 +34,7 @@ from pathlib import Path
 from trainrig.errors import UserInputError
 from trainrig.errors.exit_status import entry_point
 from trainrig.errors.options import OneLineArgumentParser
-from trainrig.launch.arguments import RESUME, Launcher, job_arguments, split_at_separator
+from trainrig.launch.arguments import RESUME, Launcher, check_job_fits, job_arguments, split_at_separator
 from trainrig.launch.fit_arguments import check_fit_arguments
 from trainrig.launch.strategy import JobStrategy, Placement
 from trainrig.launch.trainer_flags import trainer_flags
@@ -179,12 +179,7 @@ def parse_request(argv: list[str], config_anywhere: bool = False) -> tuple[Batch
             f"{STRATEGY_FLAG} {strategy.name} trains in one process on one node's devices, but --nodes is "
             f"{args.nodes}; use --nodes 1, or pipeline to spread the stages over nodes"
         )
-    # cookiecutter: only with cnn or mlp
-    if strategy.placement is Placement.PIPELINE:
-        from trainrig.launch.pipeline_fit import check_pipeline_fits  # the pipeline's own files, as the strategy is
-
-        check_pipeline_fits(overrides, config.as_posix(), args.nodes, tasks_per_node, SLURM)
-    # cookiecutter: end
+    check_job_fits(strategy, overrides, config.as_posix(), args.nodes, tasks_per_node, SLURM)
     request = BatchRequest(
         name=name,
         nodes=args.nodes,

@@ -44,6 +44,9 @@ class PipelineStrategy(DDPStrategy):
 
     strategy_name = "pipeline"
     strategy_description = "one process per stage, micro-batched with torch.distributed.pipelining (any schedule)"
+    # What a launcher checks of a job that runs this strategy before writing it: the stages fit its processes (called
+    # by trainrig.launch.arguments.check_job_fits). Named, not imported, as strategies sit below the launchers.
+    job_check = "trainrig.launch.pipeline_fit.check_pipeline_fits"
 
     def __init__(
         self,

@@ -117,6 +117,15 @@ def test_an_unknown_option_of_a_tool_is_named_before_a_missing_required_one():
         options.parse_args(["--node", "2"])
 
 
+def test_a_tool_takes_the_help_option_its_refusals_point_to(capsys):
+    """`--help`, which every refusal names ("(see --help)"), though the usage line shows only `-h`."""
+    options = OneLineArgumentParser(prog="tool")
+    options.add_argument("--nodes", type=int, required=True)
+    with pytest.raises(SystemExit) as exited:
+        options.parse_args(["--help"])
+    assert exited.value.code == 0 and "--nodes NODES" in capsys.readouterr().out
+
+
 def test_a_datamodule_that_does_not_import_leaves_the_others_links(tmp_path, monkeypatch):
     (tmp_path / "zz_broken_data.py").write_text("import a_package_nobody_installed\n")
     (tmp_path / "zz_working_data.py").write_text(

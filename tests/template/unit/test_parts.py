@@ -1,6 +1,6 @@
 """templating/parts.py's rules on their own, in this process: markers keep and drop lines and name their mistakes,
-a Markdown entry linking a removed file goes with it, a PATHS pattern names every test folder of a part, and no test
-module carries a marker (an example's or part's tests sit in its folder)."""
+a Markdown entry linking a removed file goes with it, a PATHS pattern names every test folder of a part, and no Python
+module carries a marker (an example's or part's code and tests sit in its own files)."""
 
 from pathlib import Path
 
@@ -84,12 +84,15 @@ def test_a_pattern_names_every_folder_of_that_name_under_tests():
     assert matching(ROOT, "docs/dask.md") == [ROOT / "docs" / "dask.md"]
 
 
-def test_no_test_module_carries_a_part_marker():
-    """A part owns whole folders of tests: a marker in a test module would make a project keep half a file."""
+def test_no_python_module_carries_a_part_marker():
+    """A part owns whole files and folders of tests: a marker in a module would make a project keep half a file, and
+    what a part adds to shared code is found where shared code looks for it (a strategy's `job_check`, ...)."""
     marked = []
-    for path in sorted((ROOT / "tests").rglob("*.py")):
+    for path in sorted(ROOT / relative for relative in project_files() if relative.endswith(".py")):
+        if path.is_relative_to(ROOT / "templating"):  # describes the markers, and no generated project has it
+            continue
         start, end, inline = marker_patterns(path)
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             if start.match(line) or end.match(line) or inline.match(line):
                 marked.append(f"{path.relative_to(ROOT)}:{number}")
-    assert not marked, f"part markers in test modules (move the lines to the part's test folder): {marked}"
+    assert not marked, f"part markers in Python modules (move the lines to the part's own files): {marked}"
