@@ -13,12 +13,15 @@ from its `last.ckpt` (or `previous.ckpt`) removes, before it trains, each checkp
 folders that the same run saved after that checkpoint and that no restored callback state names. What is not provably
 from that future stays: another run's file (a shared `dirpath`), an earlier save, a file a callback state names, one
 whose saver is unknown (written without this callback, or by `save_weights_only`), and every file when the run went
-back to an older checkpoint of its own while a newer one exists (a named file holds a later save). Hidden partial
-files that a kill left in the middle of a write (trainrig/resume/atomic_io.py) are removed too: no complete
-checkpoint ever has such a name.
+back to an older checkpoint of its own while a newer one exists (a named file holds a later save). What a kill left
+hidden in the middle of a write is removed too, file or directory: a partial file (trainrig/resume/atomic_io.py), the
+fsdp2 strategy's staging directory of shards, and a sharded checkpoint directory it was replacing
+(trainrig/resume/sharded.py's `replace_path`). No complete checkpoint ever has such a name. (The strategy's next save
+of a name clears that name's staging directories, but a resumed run whose future differs may never save it again.)
 """
 
 import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -38,8 +41,9 @@ __all__ = ["SAVED_BY_KEY", "AbandonedFuture"]
 
 # In every checkpoint: {"run": the id of the run that saved it, kept across its resumes; "save": its save's number}.
 SAVED_BY_KEY = "saved_by"
-# A write that a kill interrupted: `.<name>.<pid>.partial` (atomic_io.partial_path, keep_as_previous).
-PARTIAL_WRITE = re.compile(rf"\..+\.\d+{re.escape(PARTIAL_SUFFIX)}")
+# A write that a kill interrupted: `.<name>.<pid>.partial` (atomic_io.partial_path, keep_as_previous, the fsdp2
+# strategy's staging directory) and `.<name>.<pid>.old` (a directory sharded.replace_path moved aside to replace it).
+INTERRUPTED_WRITE = re.compile(rf"\..+\.\d+({re.escape(PARTIAL_SUFFIX)}|\.old)")
 
 
 class AbandonedFuture(Callback):
@@ -65,7 +69,7 @@ class AbandonedFuture(Callback):
 
 def remove_abandoned_future(trainer: Trainer, checkpoint: dict, saved_by: dict) -> None:
     """Remove, from the checkpoint callbacks' local folders, the files the run saved after `checkpoint` that no
-    restored callback state names, and the partial files of interrupted writes."""
+    restored callback state names, and the partial files and directories of interrupted writes."""
     callbacks = [
         callback
         for callback in trainer.checkpoint_callbacks
@@ -79,7 +83,9 @@ def remove_abandoned_future(trainer: Trainer, checkpoint: dict, saved_by: dict) 
         return  # resumed from an older checkpoint of the run, which went on: its later files are the user's to keep
     for directory in {Path(callback.dirpath).resolve() for callback in callbacks}:
         for path in sorted(directory.iterdir()) if directory.is_dir() else []:
-            if PARTIAL_WRITE.fullmatch(path.name) and path.is_file():
+            if INTERRUPTED_WRITE.fullmatch(path.name) and path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            elif INTERRUPTED_WRITE.fullmatch(path.name):
                 path.unlink(missing_ok=True)
             elif path not in named and _saved_later(_saved_by_of(path), saved_by):
                 trainer.strategy.checkpoint_io.remove_checkpoint(path)
