@@ -13,8 +13,8 @@ real_name_share  the pet-name generator's share of real pet names (names in the 
                  measure); generating them is left out of the clock.
 
 Seconds to target: the first validation end at which the measure reaches the target (none when it never does);
-final: the measure at the last one. Medians and ranges over the seeds. The seeds run one after another: on a shared
-machine the seconds move with the load, the values do not.
+final: the measure at the last one. Medians and ranges over the seeds in a first table, each seed's in a second. The
+seeds run one after another: on a shared machine the seconds move with the load, the values do not.
 """
 
 import argparse
@@ -105,6 +105,10 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[42, 1, 7, 2, 3])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
+    per_seed = [
+        "| example | seed | value at each validation end | last | seconds to target |",
+        "|---|---:|---|---:|---:|",
+    ]
     print("| example | target | seeds reaching it | seconds to target | final value | values by epoch, per seed |")
     print("|---|---|---:|---:|---:|---|")
     for example in args.examples:
@@ -119,6 +123,12 @@ def main() -> None:
             f"| {example} | {measure} >= {value} | {len(reached)}/{len(runs)} | "
             f"{spread(reached, 0) if reached else 'never'} | {spread(finals, 3)} | {curves} |"
         )
+        for (seed, run), seconds in zip(runs.items(), to_target):
+            values = " ".join(f"{record['value']:.3f}" for record in run)
+            reached_at = "never" if seconds is None else f"{seconds:.0f}"
+            per_seed.append(f"| {example} | {seed} | {values} | {run[-1]['value']:.3f} | {reached_at} |")
+    print()
+    print("\n".join(per_seed))
 
 
 if __name__ == "__main__":
