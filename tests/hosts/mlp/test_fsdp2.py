@@ -35,7 +35,7 @@ def on_claim(host: Host, claim) -> None:
     (host.workdir / "logs").symlink_to(claim, target_is_directory=True)
 
 
-@pytest.mark.slow  # CI budget: 65 s; fsdp2 over separate hosts in the default run: tests/kubernetes/mlp/test_fsdp2.py
+@pytest.mark.slow  # CI budget: 65 s; fsdp2 on separate hosts stays in the default run through another launcher
 @run_if(emulated_hosts=True)
 def test_fsdp2_under_torchrun_on_two_hosts_matches_two_processes_on_one_host():
     python = installed_python()
