@@ -44,10 +44,21 @@ def target(example: str) -> tuple[str, float]:
     return found["measure"], float(found["value"])
 
 
+def pet_names(datamodule) -> set[str]:
+    """The pet names in the data: the names file's datamodule reads them; the streaming one's shards hold examples,
+    so its names are those of the file its `source` datamodule names."""
+    if hasattr(datamodule, "names"):
+        return set(datamodule.names)
+    from datamodules.pet_names import usable_names  # the user's wing, only when the LSTM is measured
+
+    names, _ = usable_names(Path(datamodule.hparams.source["init_args"]["names_path"]))
+    return set(names)
+
+
 @torch.no_grad()
 def real_name_share(module, datamodule) -> float:
     """The share of `GENERATED_NAMES` names, drawn from a fixed generator, that are pet names in the data."""
-    known = set(datamodule.names)
+    known = pet_names(datamodule)
     names = module.generate(GENERATED_NAMES, generator=torch.Generator().manual_seed(0))
     return sum(name in known for name in names) / len(names)
 
