@@ -83,10 +83,11 @@ def remove_abandoned_future(trainer: Trainer, checkpoint: dict, saved_by: dict) 
         return  # resumed from an older checkpoint of the run, which went on: its later files are the user's to keep
     for directory in {Path(callback.dirpath).resolve() for callback in callbacks}:
         for path in sorted(directory.iterdir()) if directory.is_dir() else []:
-            if INTERRUPTED_WRITE.fullmatch(path.name) and path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            elif INTERRUPTED_WRITE.fullmatch(path.name):
-                path.unlink(missing_ok=True)
+            if INTERRUPTED_WRITE.fullmatch(path.name):
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
             elif path not in named and _saved_later(_saved_by_of(path), saved_by):
                 trainer.strategy.checkpoint_io.remove_checkpoint(path)
                 say(f"removed {path}, saved after the checkpoint this run continues from by the run that stopped")
