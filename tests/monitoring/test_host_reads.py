@@ -39,8 +39,3 @@ def test_on_a_gpu_at_most_one_step_in_log_every_n_steps_synchronizes(config, tmp
     reads = reads_per_step(config, tmp_path, shapes_root, *ONE_GPU, *BF16, on_gpu=True)
     assert_reads_only_at_log_steps(config, reads)
 
-
-def test_the_progress_bar_shows_the_loss_and_samples_a_second_as_of_the_last_log_step(tmp_path, shapes_root, capfd):
-    run_cli("fit", user_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root))
-    shown = capfd.readouterr().out
-    assert "train/loss=" in shown and "throughput/samples_per_s=" in shown, shown[-2000:]

@@ -5,8 +5,14 @@ Lightning's own bars show the values logged with `prog_bar=True`, which its logg
 at every step: on a GPU each of those host reads waits for the step's kernels, so the host can no longer queue the
 next step while the GPU runs this one. This bar reads `trainer.callback_metrics` (tensors, on the device) only at the
 steps the loggers write, where the values are read anyway.
+
+It also redraws at most every `min_interval_s` (and at an epoch's last batch): Lightning's bar redraws at every batch,
+twice (the count, then the values beside it), which on a fast loop costs more host time than any other part of the
+template (`benchmarks/host_time.py`); tqdm's own `mininterval` would limit that, but Lightning's forced redraws bypass
+it.
 """
 
+import time
 from collections.abc import Sequence
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar, TQDMProgressBar
@@ -19,19 +25,31 @@ __all__ = ["LogStepProgressBar", "with_log_step_progress_bar"]
 
 class LogStepProgressBar(TQDMProgressBar):
     def __init__(
-        self, shown: Sequence[str] = ("train/loss", "throughput/samples_per_s"), refresh_rate: int = 1
+        self,
+        shown: Sequence[str] = ("train/loss", "throughput/samples_per_s"),
+        refresh_rate: int = 1,
+        min_interval_s: float = 0.5,
     ) -> None:
-        """`shown`: the logged training values the bar shows, where a step logged them."""
+        """`shown`: the logged training values the bar shows, where a step logged them. `refresh_rate`: redraw at most
+        every this many batches (Lightning's); `min_interval_s`: and at most every this many seconds."""
         super().__init__(refresh_rate=refresh_rate)
         self.shown = tuple(shown)
+        self.min_interval_s = min_interval_s
         self.latest: dict[str, float] = {}
+        self.drawn_at = float("-inf")
 
     @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if is_log_step(trainer):
             logged = trainer.callback_metrics
             self.latest = {name: float(logged[name]) for name in self.shown if name in logged}
-        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if not self.is_enabled or self.train_progress_bar.disable:
+            return
+        bar, done, now = self.train_progress_bar, batch_idx + 1, time.monotonic()
+        if done == bar.total or (done % self.refresh_rate == 0 and now - self.drawn_at >= self.min_interval_s):
+            bar.n = done
+            bar.set_postfix(self.get_metrics(trainer, pl_module))  # one redraw: the count and the values together
+            self.drawn_at = now
 
     @override
     def get_metrics(self, trainer, pl_module) -> dict[str, int | str | float | dict[str, float]]:
