@@ -30,20 +30,19 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from typing_extensions import override
 
-from trainrig.resume.atomic_io import PARTIAL_SUFFIX, is_local
+from trainrig.resume.atomic_io import is_local
 from trainrig.resume.checkpoint import LAST_NAME, PREVIOUS_NAME
 from trainrig.resume.latest import say
 from trainrig.resume.loading import load_checkpoint
 from trainrig.resume.moved_checkpoints import PATH_FIELDS, moved
-from trainrig.resume.sharded import METADATA_NAME, is_sharded_checkpoint
+from trainrig.resume.sharded import METADATA_NAME, MOVED_ASIDE_SUFFIX, PARTIAL_SUFFIX, is_sharded_checkpoint
 
 __all__ = ["SAVED_BY_KEY", "AbandonedFuture"]
 
 # In every checkpoint: {"run": the id of the run that saved it, kept across its resumes; "save": its save's number}.
 SAVED_BY_KEY = "saved_by"
-# A write that a kill interrupted: `.<name>.<pid>.partial` (atomic_io.partial_path, keep_as_previous, the fsdp2
-# strategy's staging directory) and `.<name>.<pid>.old` (a directory sharded.replace_path moved aside to replace it).
-INTERRUPTED_WRITE = re.compile(rf"\..+\.\d+({re.escape(PARTIAL_SUFFIX)}|\.old)")
+# A write that a kill interrupted (sharded.hidden_sibling's names).
+INTERRUPTED_WRITE = re.compile(rf"\..+\.\d+({re.escape(PARTIAL_SUFFIX)}|{re.escape(MOVED_ASIDE_SUFFIX)})")
 
 
 class AbandonedFuture(Callback):

@@ -12,15 +12,7 @@ from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from typing_extensions import override
 
-from trainrig.resume.sharded import consolidated, is_sharded_checkpoint
-
-PARTIAL_SUFFIX = ".partial"
-
-
-def partial_path(path: Path) -> Path:
-    """Where a checkpoint is written before it is renamed into place: hidden, in the same directory (same
-    filesystem)."""
-    return path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
+from trainrig.resume.sharded import PARTIAL_SUFFIX, consolidated, hidden_sibling, is_sharded_checkpoint
 
 
 def is_local(path) -> bool:
@@ -41,7 +33,7 @@ def _fsync_directory(directory: Path) -> None:
 def _replaced_atomically(target: Path) -> Iterator:
     """A handle for the target's new content: on exit it is flushed to disk, then renamed into place."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = partial_path(target)
+    partial = hidden_sibling(target, PARTIAL_SUFFIX)
     try:
         with open(partial, "wb") as handle:
             yield handle

@@ -23,7 +23,7 @@ from trainrig.resume.preemption import (
     clear_stop_request,
     take_over_a_sigterm_lightning_received,
 )
-from trainrig.resume.sharded import METADATA_NAME, replace_path
+from trainrig.resume.sharded import METADATA_NAME, PARTIAL_SUFFIX, hidden_sibling, replace_path
 
 LAST_NAME, PREVIOUS_NAME = "last.ckpt", "previous.ckpt"
 # In the checkpoint of a run that ended at `max_steps` in the middle of an epoch: how many metrics.csv rows it had
@@ -267,7 +267,7 @@ def keep_as_previous(last: Path) -> None:
         return
     if not last.is_file():
         return
-    staging = previous.with_name(f".{previous.name}.{os.getpid()}.partial")
+    staging = hidden_sibling(previous, PARTIAL_SUFFIX)
     staging.unlink(missing_ok=True)
     try:
         os.link(last, staging)

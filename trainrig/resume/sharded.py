@@ -152,6 +152,19 @@ def keyed_by_index(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# A write in progress beside its target: `.<name>.<pid>.partial` holds the new content until it is renamed into place,
+# `.<name>.<pid>.old` an old checkpoint directory moved aside to be replaced. A kill can leave either behind
+# (abandoned_future.INTERRUPTED_WRITE finds them on resume).
+PARTIAL_SUFFIX = ".partial"
+MOVED_ASIDE_SUFFIX = ".old"
+
+
+def hidden_sibling(target: Path, suffix: str, pid: int | None = None) -> Path:
+    """`.<name>.<pid><suffix>` in `target`'s directory (the same filesystem, so a rename moves it into place); `pid`
+    this process's unless given (fsdp2's ranks all name rank 0's)."""
+    return target.with_name(f".{target.name}.{os.getpid() if pid is None else pid}{suffix}")
+
+
 def replace_path(source: Path, target: Path) -> None:
     """`source` takes `target`'s name, either being a file or a checkpoint directory. A directory cannot replace a
     non-empty one (nor a file) in one rename, so then the old `target` is renamed out of the way first: at every
@@ -159,7 +172,7 @@ def replace_path(source: Path, target: Path) -> None:
     if not target.is_dir() and not (source.is_dir() and target.exists()):
         os.replace(source, target)
         return
-    old = target.with_name(f".{target.name}.{os.getpid()}.old")
+    old = hidden_sibling(target, MOVED_ASIDE_SUFFIX)
     os.replace(target, old)
     os.replace(source, target)
     if old.is_dir():

@@ -26,7 +26,14 @@ from lightning.pytorch.utilities import rank_zero_info
 from typing_extensions import override
 
 from trainrig.errors import UserInputError
-from trainrig.resume.sharded import METADATA_NAME, check_shards, is_sharded_checkpoint, replace_path
+from trainrig.resume.sharded import (
+    METADATA_NAME,
+    PARTIAL_SUFFIX,
+    check_shards,
+    hidden_sibling,
+    is_sharded_checkpoint,
+    replace_path,
+)
 from trainrig.strategies.compile import apply_compile, report_compiled
 from trainrig.strategies.sharding import (
     apply_activation_checkpointing,
@@ -186,9 +193,9 @@ class FSDP2Strategy(ModelParallelStrategy):
         from torch.distributed.checkpoint import save
 
         target = Path(self.broadcast(str(filepath)))
-        staging = target.with_name(f".{target.name}.{self.broadcast(os.getpid())}.partial")
+        staging = hidden_sibling(target, PARTIAL_SUFFIX, pid=self.broadcast(os.getpid()))
         if self.is_global_zero:  # and what a killed run left of its writes
-            for left in target.parent.glob(f".{target.name}.*.partial"):
+            for left in target.parent.glob(f".{target.name}.*{PARTIAL_SUFFIX}"):
                 shutil.rmtree(left, ignore_errors=True)
         self.barrier()
         shards = {"state_dict": checkpoint.pop("state_dict")}
