@@ -281,10 +281,11 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
 def _check_strategy_fits(strategy: JobStrategy, processes: int, elastic: tuple[int, int] | None) -> None:
     """Every pod runs its processes: a strategy of one process cannot; only DDP, the default, is elastic."""
     if strategy.placement is Placement.ONE_PROCESS:
+        hint = "ddp or fsdp2"
+        hint += ", or pipeline to spread the stages over the pods"  # cookiecutter: only with cnn or mlp
         raise UserInputError(
             f"{STRATEGY_FLAG} {strategy.name} trains in one process on one machine's devices, but this job runs "
-            f"{processes} process(es) on {'elastic ' if elastic else ''}pods; use pipeline to spread the stages over "
-            "the pods"
+            f"{processes} process(es) on {'elastic ' if elastic else ''}pods; use {hint}"
         )
     if elastic and strategy.name is not None:
         raise UserInputError(

@@ -175,9 +175,11 @@ def parse_request(argv: list[str], config_anywhere: bool = False) -> tuple[Batch
     single_process = strategy.placement is Placement.ONE_PROCESS
     tasks_per_node = 1 if single_process else max(args.gpus_per_node, 1)
     if single_process and args.nodes != 1:
+        hint = "use --nodes 1"
+        hint += ", or pipeline to spread the stages over nodes"  # cookiecutter: only with cnn or mlp
         raise UserInputError(
             f"{STRATEGY_FLAG} {strategy.name} trains in one process on one node's devices, but --nodes is "
-            f"{args.nodes}; use --nodes 1, or pipeline to spread the stages over nodes"
+            f"{args.nodes}; {hint}"
         )
     check_job_fits(strategy, overrides, config.as_posix(), args.nodes, tasks_per_node, SLURM)
     request = BatchRequest(
