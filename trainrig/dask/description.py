@@ -212,9 +212,11 @@ def rank_strategy(strategy) -> dict:
     """The trainer.strategy entry every rank runs: the chosen strategy of a process per device (DDP for `auto`), with
     the launcher's timeout unless the strategy has its own."""
     if strategy != "auto" and placement(strategy) in (None, Placement.ONE_PROCESS):
+        choices = "ddp or fsdp2"
+        choices = "ddp, pipeline or fsdp2"  # cookiecutter: only with cnn or mlp
         raise UserInputError(
             f"the Dask launcher runs one DDP process per worker; --trainer.strategy {strategy} is not "
-            "DDP-based (use ddp, pipeline or fsdp2)"
+            f"DDP-based (use {choices})"
         )
     entry = with_launcher_timeout(strategy, DDPStrategy, RANK_TIMEOUT)
     strategy_class = import_object(entry["class_path"])
