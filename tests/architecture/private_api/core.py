@@ -86,6 +86,7 @@ ATTRIBUTES = [
         "ArgumentParser",
         lambda: argparse.ArgumentParser(),
         "_actions",
+        "trainrig/errors/options.py (a cluster tool's options, --help included, and its subcommands); "
         "tests/cli/test_bad_input_options.py (a tool's options)",
     ),
 ]
