@@ -38,4 +38,3 @@ def test_at_most_one_step_in_log_every_n_steps_reads_a_device_value(config, tmp_
 def test_on_a_gpu_at_most_one_step_in_log_every_n_steps_synchronizes(config, tmp_path, shapes_root):
     reads = reads_per_step(config, tmp_path, shapes_root, *ONE_GPU, *BF16, on_gpu=True)
     assert_reads_only_at_log_steps(config, reads)
-

@@ -27,6 +27,6 @@ def test_the_bar_redraws_the_training_count_at_most_every_min_interval(
     min_interval_s, drawn, tmp_path, shapes_root, capfd
 ):
     bar = {"class_path": BAR, "init_args": {"min_interval_s": min_interval_s}}
-    run_cli("fit", [*user_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root), "--trainer.callbacks+", json.dumps(bar)])
+    run_cli("fit", user_run_args(EXAMPLE_CONFIGS[-1], tmp_path, shapes_root, "--trainer.callbacks+", json.dumps(bar)))
     counts = re.findall(rf"Epoch 0: +\d+%\|[^|]*\| (\d+)/{STEPS} ", capfd.readouterr().out)
     assert set(map(int, counts)) == drawn, counts
