@@ -15,7 +15,8 @@ Cases:
 - bare Lightning: `Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False,
   enable_model_summary=False)` on the same module, Lightning's own parity settings.
 - template: `cli.py fit --config configs/mlp.yaml` as shipped (progress bar, CSV logger, every callback), on the
-  in-memory batches; each "without X" case leaves one part out, so its difference to the template is X's cost.
+  in-memory batches; each "without X" case leaves one part out, so its difference to the template is X's cost
+  ("without NoProfiler": with Lightning's default profiler, which the template replaces).
 """
 
 import argparse
@@ -37,6 +38,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 from lightning.pytorch import Callback, LightningDataModule, Trainer
+from lightning.pytorch.profilers import PassThroughProfiler
 from torch.utils.data import DataLoader
 from typing_extensions import override
 
@@ -68,6 +70,11 @@ class InMemoryBatches(LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(self.samples, batch_size=self.batch_size, shuffle=True)
+
+
+class LightningDefaultProfiler(PassThroughProfiler):
+    """Lightning's default profiler under another name, which the template keeps as a profiler the config chose: the
+    case "template without NoProfiler" (trainrig/monitoring/hook_profiler.py)."""
 
 
 class StepClock(Callback):
@@ -140,6 +147,8 @@ def template_config(folder: Path, leave_out: str | None) -> Path:
         leave_out = "LearningRateMonitor"
     if leave_out == "progress bar":
         trainer["enable_progress_bar"] = False
+    elif leave_out == "NoProfiler":
+        trainer["profiler"] = {"class_path": "benchmarks.host_time.LightningDefaultProfiler"}
     elif leave_out is not None:
         trainer["callbacks"] = [c for c in trainer["callbacks"] if not c["class_path"].endswith("." + leave_out)]
     path = folder / f"mlp_{(leave_out or 'shipped').replace(' ', '_')}.yaml"
@@ -163,7 +172,15 @@ def template(config: Path, steps: int) -> float:
 
 
 def cases(folder: Path) -> dict:
-    parts = ["logger", "progress bar", "ResumableCheckpoint", "ModelCheckpoint", "EpochProgress", "ConfusionMatrix"]
+    parts = [
+        "logger",
+        "progress bar",
+        "NoProfiler",
+        "ResumableCheckpoint",
+        "ModelCheckpoint",
+        "EpochProgress",
+        "ConfusionMatrix",
+    ]
     found = {
         "plain loop": plain_loop,
         "bare Lightning": bare_lightning,
