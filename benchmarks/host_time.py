@@ -16,7 +16,9 @@ Cases:
   enable_model_summary=False)` on the same module, Lightning's own parity settings.
 - template: `cli.py fit --config configs/mlp.yaml` as shipped (progress bar, CSV logger, every callback), on the
   in-memory batches; each "without X" case leaves one part out, so its difference to the template is X's cost
-  ("without NoProfiler": with Lightning's default profiler, which the template replaces).
+  ("without redraw limit": the progress bar redrawn at every batch, as Lightning's is; "without NoProfiler": with
+  Lightning's default profiler, which the template replaces; "without Throughput": with one that does nothing in its
+  place, as the template adds one to every run).
 """
 
 import argparse
@@ -45,6 +47,7 @@ from typing_extensions import override
 import cli
 from benchmarks.alternation import in_turn
 from lightning_modules.mlp_classifier import MLPClassifier
+from trainrig.monitoring.throughput import Throughput
 
 ROOT = Path(__file__).resolve().parents[1]
 WARM_STEPS = 20
@@ -75,6 +78,27 @@ class InMemoryBatches(LightningDataModule):
 class LightningDefaultProfiler(PassThroughProfiler):
     """Lightning's default profiler under another name, which the template keeps as a profiler the config chose: the
     case "template without NoProfiler" (trainrig/monitoring/hook_profiler.py)."""
+
+
+class NoThroughput(Throughput):
+    """A Throughput that measures and logs nothing: listed in the config, it keeps the template from adding the real
+    one (trainrig/monitoring/throughput.py), for the case "template without Throughput"."""
+
+    @override
+    def on_train_start(self, trainer, pl_module) -> None:
+        pass
+
+    @override
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        pass
+
+    @override
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        pass
+
+    @override
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        pass
 
 
 class StepClock(Callback):
@@ -149,6 +173,11 @@ def template_config(folder: Path, leave_out: str | None) -> Path:
         trainer["enable_progress_bar"] = False
     elif leave_out == "NoProfiler":
         trainer["profiler"] = {"class_path": "benchmarks.host_time.LightningDefaultProfiler"}
+    elif leave_out == "redraw limit":  # the bar redrawn at every batch, as Lightning's is
+        bar = {"class_path": "trainrig.monitoring.progress_bar.LogStepProgressBar", "init_args": {"min_interval_s": 0}}
+        trainer["callbacks"] = [*trainer["callbacks"], bar]
+    elif leave_out == "Throughput":
+        trainer["callbacks"] = [*trainer["callbacks"], {"class_path": "benchmarks.host_time.NoThroughput"}]
     elif leave_out is not None:
         trainer["callbacks"] = [c for c in trainer["callbacks"] if not c["class_path"].endswith("." + leave_out)]
     path = folder / f"mlp_{(leave_out or 'shipped').replace(' ', '_')}.yaml"
@@ -175,7 +204,9 @@ def cases(folder: Path) -> dict:
     parts = [
         "logger",
         "progress bar",
+        "redraw limit",
         "NoProfiler",
+        "Throughput",
         "ResumableCheckpoint",
         "ModelCheckpoint",
         "EpochProgress",
