@@ -23,7 +23,7 @@ from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
 
 from trainrig.dask import DaskOptions
 from trainrig.errors import UserInputError
-from trainrig.launch.strategy import Placement, placement
+from trainrig.launch.strategy import Placement, pipeline_hint, placement
 from trainrig.registry import import_object, logger_extension
 from trainrig.resume.run_directory import RUN_FOLDERS, logger_class, next_version, run_folder
 from trainrig.resume.run_directory import output_root as client_output_root
@@ -212,11 +212,9 @@ def rank_strategy(strategy) -> dict:
     """The trainer.strategy entry every rank runs: the chosen strategy of a process per device (DDP for `auto`), with
     the launcher's timeout unless the strategy has its own."""
     if strategy != "auto" and placement(strategy) in (None, Placement.ONE_PROCESS):
-        choices = "ddp or fsdp2"
-        choices = "ddp, pipeline or fsdp2"  # cookiecutter: only with cnn or mlp
         raise UserInputError(
             f"the Dask launcher runs one DDP process per worker; --trainer.strategy {strategy} is not "
-            f"DDP-based (use {choices})"
+            f"DDP-based (use ddp or fsdp2{pipeline_hint('the workers')})"
         )
     entry = with_launcher_timeout(strategy, DDPStrategy, RANK_TIMEOUT)
     strategy_class = import_object(entry["class_path"])

@@ -15,7 +15,7 @@ import yaml
 from trainrig.errors import UserInputError
 from trainrig.errors.options import OneLineArgumentParser
 from trainrig.launch.arguments import Launcher, check_job_fits, job_arguments, split_at_separator
-from trainrig.launch.strategy import JobStrategy, Placement
+from trainrig.launch.strategy import JobStrategy, Placement, pipeline_hint
 from trainrig.launch.trainer_flags import trainer_flags
 from trainrig.strategies.strategy_option import STRATEGY_FLAG
 
@@ -281,11 +281,10 @@ def parse_request(argv: list[str]) -> tuple[JobRequest, Path | None]:
 def _check_strategy_fits(strategy: JobStrategy, processes: int, elastic: tuple[int, int] | None) -> None:
     """Every pod runs its processes: a strategy of one process cannot; only DDP, the default, is elastic."""
     if strategy.placement is Placement.ONE_PROCESS:
-        hint = "ddp or fsdp2"
-        hint += ", or pipeline to spread the stages over the pods"  # cookiecutter: only with cnn or mlp
         raise UserInputError(
             f"{STRATEGY_FLAG} {strategy.name} trains in one process on one machine's devices, but this job runs "
-            f"{processes} process(es) on {'elastic ' if elastic else ''}pods; use {hint}"
+            f"{processes} process(es) on {'elastic ' if elastic else ''}pods; use ddp or fsdp2"
+            f"{pipeline_hint('the pods')}"
         )
     if elastic and strategy.name is not None:
         raise UserInputError(

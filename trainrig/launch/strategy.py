@@ -14,7 +14,7 @@ from trainrig.errors import UserInputError
 from trainrig.strategies.compile import REPLACED
 from trainrig.strategies.strategy_option import STRATEGY_FLAG, flag_values, strategy_class
 
-__all__ = ["JobStrategy", "Placement", "placement", "strategy_arguments", "take_strategy"]
+__all__ = ["JobStrategy", "Placement", "pipeline_hint", "placement", "strategy_arguments", "take_strategy"]
 
 
 class Placement(Enum):
@@ -47,6 +47,12 @@ def placement(value) -> Placement | None:
     if issubclass(selected, SingleDeviceStrategy):
         return Placement.ONE_PROCESS
     return None
+
+
+def pipeline_hint(over: str) -> str:
+    """`, or pipeline to spread the stages over <over>` for a refusal of a one-process strategy, where the project has
+    the pipeline strategy (a generated project without a staged model has not), else nothing."""
+    return f", or pipeline to spread the stages over {over}" if strategy_class("pipeline") is not None else ""
 
 
 def take_strategy(overrides: tuple[str, ...], runs_in: str) -> tuple[JobStrategy, tuple[str, ...]]:

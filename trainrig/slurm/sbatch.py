@@ -36,7 +36,7 @@ from trainrig.errors.exit_status import entry_point
 from trainrig.errors.options import OneLineArgumentParser
 from trainrig.launch.arguments import RESUME, Launcher, check_job_fits, job_arguments, split_at_separator
 from trainrig.launch.fit_arguments import check_fit_arguments
-from trainrig.launch.strategy import JobStrategy, Placement
+from trainrig.launch.strategy import JobStrategy, Placement, pipeline_hint
 from trainrig.launch.trainer_flags import trainer_flags
 from trainrig.strategies.strategy_option import STRATEGY_FLAG
 
@@ -175,11 +175,9 @@ def parse_request(argv: list[str], config_anywhere: bool = False) -> tuple[Batch
     single_process = strategy.placement is Placement.ONE_PROCESS
     tasks_per_node = 1 if single_process else max(args.gpus_per_node, 1)
     if single_process and args.nodes != 1:
-        hint = "use --nodes 1"
-        hint += ", or pipeline to spread the stages over nodes"  # cookiecutter: only with cnn or mlp
         raise UserInputError(
             f"{STRATEGY_FLAG} {strategy.name} trains in one process on one node's devices, but --nodes is "
-            f"{args.nodes}; {hint}"
+            f"{args.nodes}; use --nodes 1{pipeline_hint('nodes')}"
         )
     check_job_fits(strategy, overrides, config.as_posix(), args.nodes, tasks_per_node, SLURM)
     request = BatchRequest(
