@@ -1,5 +1,6 @@
 """The progress bar every run shows unless its config chooses one: Lightning's TQDM bar, showing the training loss (and
-samples a second, where `trainrig.monitoring.throughput.Throughput` logs them) as of the last step the loggers wrote.
+samples a second, where `trainrig.monitoring.throughput.Throughput` measures them) as of the last step the loggers
+wrote.
 
 Lightning's own bars show the values logged with `prog_bar=True`, which its logger connector turns into Python numbers
 at every step: on a GPU each of those host reads waits for the step's kernels, so the host can no longer queue the
@@ -19,6 +20,7 @@ from lightning.pytorch.callbacks import Callback, RichProgressBar, TQDMProgressB
 from typing_extensions import override
 
 from trainrig.monitoring.log_steps import is_log_step
+from trainrig.monitoring.throughput import Throughput
 
 __all__ = ["LogStepProgressBar", "with_log_step_progress_bar"]
 
@@ -41,7 +43,10 @@ class LogStepProgressBar(TQDMProgressBar):
     @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if is_log_step(trainer):
-            logged = trainer.callback_metrics
+            # Throughput writes to the loggers directly (no `log` call): its values come from the callback, which runs
+            # first (with_throughput puts it there).
+            throughput = [callback.latest for callback in trainer.callbacks if isinstance(callback, Throughput)]
+            logged = {**trainer.callback_metrics, **(throughput[0] if throughput else {})}
             self.latest = {name: float(logged[name]) for name in self.shown if name in logged}
         if not self.is_enabled or self.train_progress_bar.disable:
             return

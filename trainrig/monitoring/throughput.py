@@ -12,6 +12,12 @@ A step's FLOPs are counted once, at the first step on CUDA, on a copy of the mod
 kernels, no random numbers drawn): the forward and backward of `module(batch[0])`, the examples' convention (the
 batch's first element is what `forward` takes). MFU divides the FLOPs a second by the device's peak for the run's
 precision from Lightning's table (`get_available_flops`), where the table knows the device.
+
+The values go to the loggers directly, as Lightning's `LearningRateMonitor` writes the learning rate, at the step
+Lightning's own row of that log step has (so `metrics.csv` gets a row of them beside that one, as it gets one of the
+learning rate), not through `LightningModule.log`: each `log` call costs Lightning's result bookkeeping (the value's
+record copied, its metadata deep-copied), about as much as a small model's whole step on a CPU
+(`benchmarks/host_time.py`), and the throughput needs no reduction or epoch value. The progress bar reads `latest`.
 """
 
 import copy
@@ -67,6 +73,9 @@ def flops_per_batch(module: LightningModule, batch) -> int:
 
 
 class Throughput(Callback):
+    def __init__(self) -> None:
+        self.latest: dict[str, float] = {}  # the values of the last log step, for the progress bar
+
     @override
     def on_train_start(self, trainer, pl_module) -> None:
         self.on_cuda = pl_module.device.type == "cuda"
@@ -124,8 +133,10 @@ class Throughput(Callback):
             values["throughput/flops_per_s"] = self.flops_per_batch * self.steps / seconds
             if self.peak_flops:
                 values["throughput/mfu"] = values["throughput/flops_per_s"] / self.peak_flops
-        for name, value in values.items():
-            pl_module.log(name, value, on_step=True, on_epoch=False)
+        self.latest = values
+        step = trainer.fit_loop.epoch_loop._batches_that_stepped  # LearningRateMonitor's: Lightning's row's step
+        for logger in trainer.loggers:
+            logger.log_metrics(values, step=step)
         self._restart(now)
 
 

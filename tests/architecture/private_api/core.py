@@ -73,6 +73,12 @@ ATTRIBUTES = [
     (
         "epoch loop",
         lambda: Trainer(logger=False).fit_loop.epoch_loop,
+        "_batches_that_stepped",
+        "trainrig/monitoring/throughput.py (the step of Lightning's log row, as LearningRateMonitor reads it)",
+    ),
+    (
+        "epoch loop",
+        lambda: Trainer(logger=False).fit_loop.epoch_loop,
         "_broadcast_sigterm_tensor",
         "trainrig/resume/preemption.py (replaced: skipped while the template handles SIGTERM)",
     ),
