@@ -18,7 +18,7 @@ import pytest
 from tests.dask import slow_start
 from tests.dask.workers import kill_worker
 from trainrig.dask import DaskOptions
-from trainrig.dask.cluster import chosen_workers, connected_client, nannies_of
+from trainrig.dask.cluster import chosen_workers, connected_client, nannies_of, scheduler_workers
 
 # Longer than the fixed 30 s a restart used to wait, after which it gave up on workers that were still coming.
 SLOW_START_S = 35
@@ -40,7 +40,7 @@ def two_workers_restarted_slowly(
         dask.config.set({"distributed.worker.preload": [slow_start.__file__]}),
         connected_client(options) as (client, _),
     ):
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = sorted(scheduler_workers(client))
         nannies = nannies_of(client, workers)
         mark.touch()
         yield client, workers, nannies
@@ -69,7 +69,7 @@ def test_a_restart_gives_up_at_once_when_the_nanny_is_gone(tmp_path):
         cluster = client.cluster
         (nanny,) = [nanny for nanny in cluster.workers.values() if nanny.worker_address == workers[1]]
         cluster.sync(nanny.close)
-        while workers[1] in client.scheduler_info(n_workers=-1)["workers"]:
+        while workers[1] in scheduler_workers(client):
             time.sleep(0.1)
         started = time.monotonic()
         with pytest.raises(SystemExit) as exit_info:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 
 import dask
-from distributed import Client, Event, LocalCluster
+from distributed import Client, LocalCluster
 from distributed.comm.addressing import parse_address, parse_host_port
 from distributed.core import Status, rpc
 from distributed.security import Security
@@ -60,13 +60,21 @@ EMBEDDED_CLUSTER_CONFIG = {
 
 @contextmanager
 def stop_requests_forwarded(client: Client, stop_event: str) -> Iterator[None]:
-    """The first SIGINT or SIGTERM to this process asks every rank to checkpoint and stop; the next one interrupts."""
+    """The first SIGINT or SIGTERM to this process asks every rank to checkpoint and stop; the next one interrupts.
+
+    The handler only hands the request to the client's event loop: it runs on the main thread between any two of its
+    bytecodes, maybe while that holds a lock the loop needs (a Client call's, between asking and waiting for the
+    answer), and a Client call of its own would then wait for the loop forever.
+    """
     previous: dict = {}
+
+    async def stop_every_rank(signal_name: str) -> None:
+        log.info(f"dask: {signal_name}: every rank checkpoints at its next step, then the run stops")
+        await client.scheduler.event_set(name=stop_event)
 
     def forward(signum: int, frame) -> None:
         restore_handlers(previous)  # a second signal takes the default path: KeyboardInterrupt or termination
-        log.info(f"dask: {signal.Signals(signum).name}: every rank checkpoints at its next step, then the run stops")
-        Event(stop_event, client=client).set()
+        client.loop.add_callback(stop_every_rank, signal.Signals(signum).name)
 
     if threading.current_thread() is threading.main_thread():
         previous = {signum: signal.signal(signum, forward) for signum in STOP_SIGNALS}
@@ -114,6 +122,17 @@ def connected_client(options: DaskOptions) -> Iterator[tuple[Client, bool]]:
             Client(cluster) as client,
         ):
             yield client, True
+
+
+def scheduler_workers(client: Client) -> dict[str, dict]:
+    """The scheduler's workers now, address -> its info, from the scheduler's own answer.
+
+    Not `Client.scheduler_info()`: that returns the client's cached copy, which the client's own periodic refresh
+    (distributed.client.scheduler-info-interval, 2 s) overwrites with one that lists no workers, also between the
+    call's fetch and its return. On a loaded machine a caller then saw no workers at all: a checkpoint on its way home
+    was dropped as lost with its worker, and rank 0 waited for it to be stored until its timeout.
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
 
 
 def check_not_refused(address: str) -> None:
@@ -170,11 +189,11 @@ def chosen_workers(
         try:
             client.wait_for_workers(options.n_workers, timeout=CLUSTER_TIMEOUT_S)
         except TimeoutError as error:
-            found = len(client.scheduler_info(n_workers=-1)["workers"])
+            found = len(scheduler_workers(client))
             raise UserInputError(
                 f"the Dask cluster has {found} worker(s) but --dask.n_workers asks for {options.n_workers}"
             ) from error
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(scheduler_workers(client))
     if not workers:
         raise UserInputError(f"the Dask cluster at {options.address} has no workers")
     return workers[: options.n_workers]
@@ -218,7 +237,7 @@ def wait_for_replacements(
     """
     deadline = time.monotonic() + options.replacement_timeout
     while True:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
+        workers = scheduler_workers(client)
         running = {address: worker for address, worker in workers.items() if worker["status"] == Status.running.name}
         if enough(running) or not replacements_coming(client, workers, nannies):
             return running
@@ -259,7 +278,7 @@ async def nanny_serves(address: str, connection_args: dict) -> bool:
 
 def nannies_of(client: Client, workers: list[str]) -> list[str]:
     """The nannies of `workers`, read while the workers run: the scheduler forgets a worker's nanny with the worker."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = scheduler_workers(client)
     return [info[worker]["nanny"] for worker in workers if info.get(worker, {}).get("nanny")]
 
 
@@ -278,7 +297,7 @@ def named_workers(client: Client, names: list[str]) -> list[str]:
     """The addresses of the workers `--dask.workers` names, once all of them are connected."""
     deadline = time.monotonic() + CLUSTER_TIMEOUT_S
     while True:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
+        workers = scheduler_workers(client)
         if not (missing := missing_names(workers, names)):
             return [workers_by_name(workers)[name] for name in names]
         if time.monotonic() > deadline:

@@ -76,7 +76,7 @@ def launch(job: Callable[[list[str]], None], subcommand: str, resolved: dict) ->
             ranks, nannies = ranks or len(workers), nannies_of(client, workers)
             receiver = CheckpointReceiver(client, description.output_root, description.shared_dir)
             try:
-                results = run_attempt(client, description, restart, workers, checkpoint, receiver)
+                results = run_attempt(client, description, restart, workers, checkpoint, receiver, embedded)
             except RankFailure as failure:
                 cause = failure.cause(death_reasons)
                 # Failing again the same way before any training step: a restart would only repeat it.
@@ -120,9 +120,13 @@ def run_attempt(
     workers: list[str],
     checkpoint: bytes | str | None,
     receiver: CheckpointReceiver,
+    embedded: bool,
 ) -> list[dict]:
     """Run every rank once, from `checkpoint` (bytes sent to every worker, or a path in the shared directory): their
-    results, or a RankFailure with the ranks still pinned to their workers."""
+    results, or a RankFailure with the ranks still pinned to their workers.
+
+    `embedded`: the cluster is this process's own and closes with it, so an interrupted attempt (a second Ctrl-C)
+    leaves its ranks to the closing cluster instead of first restarting the workers they run on."""
     pids = client.run(os.getpid, workers=workers)
     main_port = client.submit(open_port, workers=[workers[0]], pure=False, allow_other_workers=False).result(
         timeout=CLUSTER_TIMEOUT_S
@@ -159,8 +163,8 @@ def run_attempt(
         with stop_requests_forwarded(client, attempt.stop_event):
             failed = wait_for_ranks(client, futures, workers, on_poll=receiver.receive)
         receiver.receive()
-    except BaseException:  # a second Ctrl-C here must not leave ranks training on an existing cluster
-        stop_ranks(client, futures, workers, cluster_closes=False)
+    except BaseException:  # a second Ctrl-C: at once on an embedded cluster, no ranks left training on an existing one
+        stop_ranks(client, futures, workers, cluster_closes=embedded)
         raise
     if failed:
         stepped = Event(attempt.first_step_event, client=client).is_set()

@@ -6,7 +6,7 @@ import time
 
 from distributed import Client
 
-from trainrig.dask.cluster import CLUSTER_TIMEOUT_S, POLL_S
+from trainrig.dask.cluster import CLUSTER_TIMEOUT_S, POLL_S, scheduler_workers
 from trainrig.dask.failures import SETTLE_S
 
 log = logging.getLogger("trainrig.dask")
@@ -49,7 +49,7 @@ def stop_ranks(client: Client, futures: list, workers: list[str], cluster_closes
     one (`dask worker --no-nanny`) ends when its collectives fail for want of the lost rank, and the next attempt's
     rank there waits for its thread.
     """
-    alive = client.scheduler_info()["workers"]
+    alive = scheduler_workers(client)
     running = [worker for future, worker in zip(futures, workers) if future.status == "pending" and worker in alive]
     still_running = [worker for worker in running if alive[worker].get("nanny")]
     if without_nanny := sorted(set(running) - set(still_running)):

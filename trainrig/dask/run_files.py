@@ -11,7 +11,7 @@ from pathlib import Path
 
 from distributed import Client, Event, Queue
 
-from trainrig.dask.cluster import CLUSTER_TIMEOUT_S, POLL_S
+from trainrig.dask.cluster import CLUSTER_TIMEOUT_S, POLL_S, scheduler_workers
 from trainrig.dask.description import RunDescription
 from trainrig.dask.results_to_client import PIECE_BYTES, SentFile, close_transfer, read_piece
 from trainrig.resume.atomic_io import _replaced_atomically, write_atomically
@@ -105,7 +105,7 @@ def pieces(client: Client, sent: SentFile) -> Iterator[bytes]:
 def piece(client: Client, sent: SentFile, offset: int) -> bytes:
     """One piece of `sent` at `offset`, asked for again while its worker is still there to answer."""
     while True:
-        if sent.holder not in client.scheduler_info(n_workers=-1)["workers"]:
+        if sent.holder not in scheduler_workers(client):
             raise LostWithItsWorker(sent.path)
         try:
             data = client.run(read_piece, sent.transfer, offset, PIECE_BYTES, workers=[sent.holder])[sent.holder]

@@ -34,9 +34,10 @@ class WorkerGroups(LocalPlacement):
     def __init__(self, address: str, ranks_per_trial: int, parallel: int):
         super().__init__()
         self.client = Client(address, timeout=CONNECT_TIMEOUT_S)
-        names = sorted(
-            str(worker.get("name")) for worker in self.client.scheduler_info(n_workers=-1)["workers"].values()
-        )
+        # The scheduler's own answer, not `scheduler_info()`'s cached copy, which the client's periodic refresh may
+        # empty of workers (trainrig/dask/cluster.py's scheduler_workers; sweeps/ does not import the Dask launcher).
+        workers = self.client.sync(self.client.scheduler.identity, n_workers=-1)["workers"]
+        names = sorted(str(worker.get("name")) for worker in workers.values())
         needed = ranks_per_trial * parallel
         if len(names) < needed:
             raise UserInputError(
