@@ -107,7 +107,7 @@ class NoThroughput(Throughput):
 
 class ThroughputThroughLog(Throughput):
     """The Throughput that also hands its values to `self.log` at each log step, as the template's did before it wrote
-    to the loggers directly: the case "template with Throughput through self.log" (3 `log` calls a log step)."""
+    to the loggers directly: the case "template without Throughput's direct writes" (3 `log` calls a log step)."""
 
     @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:

@@ -13,7 +13,7 @@ from tests.dask.workers import kill_worker
 from trainrig.dask import DaskOptions, run_files
 from trainrig.dask.cluster import connected_client, scheduler_workers
 from trainrig.dask.results_to_client import PIECE_BYTES, held_for_client
-from trainrig.dask.run_files import pieces, store_checkpoint
+from trainrig.dask.run_files import LostWithItsWorker, pieces, store_checkpoint
 
 pytest_plugins = ["tests.helpers.load"]  # busy_machine
 
@@ -76,3 +76,22 @@ def test_the_client_sees_its_workers_and_brings_a_checkpoint_home_while_it_refre
         sent = client.run(held_for_client, tmp_path / "sent.ckpt", "sent.ckpt", "stored", holder, workers=[holder])
         assert store_checkpoint(tmp_path / "home" / "sent.ckpt", pieces(client, sent[holder])), "taken for lost"
     assert (tmp_path / "home" / "sent.ckpt").read_bytes() == content
+
+
+def test_a_checkpoint_lost_on_its_way_leaves_last_and_previous_as_they_were(tmp_path):
+    """The store of a new last.ckpt whose worker is lost midway renames nothing: previous.ckpt stays the checkpoint
+    before last.ckpt (it once became a second name of last.ckpt as the store began, and the older one was gone)."""
+    (tmp_path / "last.ckpt").write_bytes(b"newest complete")
+    (tmp_path / "previous.ckpt").write_bytes(b"the one before")
+
+    def lost_midway():
+        yield b"half of a newer one"
+        raise LostWithItsWorker(tmp_path / "last.ckpt")
+
+    assert not store_checkpoint(tmp_path / "last.ckpt", lost_midway())
+    assert (tmp_path / "last.ckpt").read_bytes() == b"newest complete"
+    assert (tmp_path / "previous.ckpt").read_bytes() == b"the one before"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["last.ckpt", "previous.ckpt"]
+    assert store_checkpoint(tmp_path / "last.ckpt", iter([b"newer"]))
+    assert (tmp_path / "previous.ckpt").read_bytes() == b"newest complete"
+    assert (tmp_path / "last.ckpt").read_bytes() == b"newer"

@@ -125,13 +125,14 @@ def newest_checkpoint(directory: Path | None) -> tuple[str | None, dict]:
 
 def store_checkpoint(path: Path, data: Iterator[bytes]) -> bool:
     """Write atomically, piece by piece as they come; a new last.ckpt keeps the one it replaces as previous.ckpt, as
-    on the rank. False, with nothing written, when the checkpoint was lost on its way."""
+    on the rank, once it has all arrived. False, with nothing written or renamed, when the checkpoint was lost on its
+    way: last.ckpt and previous.ckpt stay the two newest complete checkpoints."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    keep_as_previous(path)
     try:
         with _replaced_atomically(path) as handle:
             for piece_data in data:
                 handle.write(piece_data)
+            keep_as_previous(path)  # the new file is whole; it takes last.ckpt's name as this block ends
     except LostWithItsWorker:
         return False
     return True

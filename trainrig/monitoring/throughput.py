@@ -16,7 +16,7 @@ precision from Lightning's table (`get_available_flops`), where the table knows 
 The values go to the loggers directly, as Lightning's `LearningRateMonitor` writes the learning rate, at the step
 Lightning's own row of that log step has (so `metrics.csv` gets a row of them beside that one, as it gets one of the
 learning rate), not through `LightningModule.log`: each `log` call costs Lightning's result bookkeeping (the value's
-record copied, its metadata deep-copied), about as much as a small model's whole step on a CPU
+record copied, its metadata deep-copied), a large share of a small model's step on a CPU
 (`benchmarks/host_time.py`), and the throughput needs no reduction or epoch value. The progress bar reads `latest`.
 """
 
