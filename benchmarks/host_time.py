@@ -8,7 +8,10 @@ step and the host's work is most of it: on a GPU that host work is what the GPU 
 case runs in this process and is timed over `--steps` steps after 20 warm-up steps, from one step's start to a later
 step's start (log steps included; start-up, the epoch's end and the run's end left out), in the process's CPU time
 (`time.process_time`, all its threads): the host's work, which time the process waits descheduled on a shared machine
-does not inflate as it does the wall clock (docs/performance/overhead.md says which figures were wall time). The
+does not inflate as it does the wall clock (docs/performance/overhead.md says which figures were wall time). Each case
+starts with what the process holds collected and frozen (`gc.freeze`): Python's full collection, when it falls
+inside a case's timed steps, walks every object the earlier cases and the imports left (half a million, some 0.2 s,
+600 us a step over 300 steps) and charges it to that case; frozen, a collection walks only the case's own. The
 cases alternate their order in each repeat (benchmarks/alternation.py); the figures are the median and range over
 repeats, and a ratio is the median of the per-repeat ratios.
 
@@ -21,11 +24,14 @@ Cases:
   ("without redraw limit": the progress bar redrawn at every batch, as Lightning's is; "without NoProfiler": with
   Lightning's default profiler, which the template replaces; "without Throughput": with one that does nothing in its
   place, as the template adds one to every run; "without Throughput's direct writes": its values also handed to
-  `self.log`, as before the template wrote them to the loggers directly).
+  `self.log`, as before the template wrote them to the loggers directly; "without idle-hook skip": every callback's
+  every per-batch hook called, as Lightning does, instead of only those a callback overrides; "without resumable
+  loader": the training loader left as the datamodule returns it, no resumable sampler and no per-sample seeding).
 """
 
 import argparse
 import contextlib
+import gc
 import io
 import json
 import os
@@ -50,6 +56,7 @@ from typing_extensions import override
 import cli
 from benchmarks.alternation import in_turn
 from lightning_modules.mlp_classifier import MLPClassifier
+from trainrig.monitoring.idle_hooks import BATCH_HOOKS
 from trainrig.monitoring.log_steps import is_log_step
 from trainrig.monitoring.throughput import Throughput
 
@@ -77,6 +84,24 @@ class InMemoryBatches(LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(self.samples, batch_size=self.batch_size, shuffle=True)
+
+
+class PositionKeepingLoader(DataLoader):
+    """A loader that says it keeps its own position, so that the template leaves it as it is
+    (trainrig/resume/data_order.py): the case "template without resumable loader", a plain DataLoader with no
+    resumable sampler and no per-sample seeding."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class InMemoryBatchesLeftAlone(InMemoryBatches):
+    @override
+    def train_dataloader(self) -> DataLoader:
+        return PositionKeepingLoader(self.samples, batch_size=self.batch_size, shuffle=True)
 
 
 class LightningDefaultProfiler(PassThroughProfiler):
@@ -115,6 +140,19 @@ class ThroughputThroughLog(Throughput):
         if is_log_step(trainer):
             for name, value in self.latest.items():
                 pl_module.log(name, value, on_step=True, on_epoch=False)
+
+
+class EveryHookCalled(Callback):
+    """Gives back every per-batch hook the template set aside on the run's callbacks
+    (trainrig/monitoring/idle_hooks.py), so that Lightning calls each, as it does by default: the case "template
+    without idle-hook skip"."""
+
+    @override
+    def setup(self, trainer, pl_module, stage) -> None:
+        for callback in trainer.callbacks:
+            for name in BATCH_HOOKS:
+                if vars(callback).get(name, ...) is None:
+                    del vars(callback)[name]
 
 
 class StepClock(Callback):
@@ -194,6 +232,10 @@ def template_config(folder: Path, leave_out: str | None) -> Path:
         trainer["callbacks"] = [*trainer["callbacks"], bar]
     elif leave_out == "Throughput":
         trainer["callbacks"] = [*trainer["callbacks"], {"class_path": "benchmarks.host_time.NoThroughput"}]
+    elif leave_out == "resumable loader":
+        config["data"] = {"class_path": "benchmarks.host_time.InMemoryBatchesLeftAlone"}
+    elif leave_out == "idle-hook skip":
+        trainer["callbacks"] = [*trainer["callbacks"], {"class_path": "benchmarks.host_time.EveryHookCalled"}]
     elif leave_out == "Throughput's direct writes":
         trainer["callbacks"] = [*trainer["callbacks"], {"class_path": "benchmarks.host_time.ThroughputThroughLog"}]
     elif leave_out is not None:
@@ -227,6 +269,8 @@ def cases(folder: Path) -> dict:
         "NoProfiler",
         "Throughput",
         "Throughput's direct writes",
+        "idle-hook skip",
+        "resumable loader",
         "ResumableCheckpoint",
         "ModelCheckpoint",
         "EpochProgress",
@@ -254,7 +298,12 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in runs}
         for repeat in range(args.repeats):
             for name in in_turn(runs, repeat):
-                times[name].append(runs[name](args.steps) / args.steps * 1e6)
+                gc.collect()
+                gc.freeze()
+                try:
+                    times[name].append(runs[name](args.steps) / args.steps * 1e6)
+                finally:
+                    gc.unfreeze()
             print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr)
     bare = times["bare Lightning"]
     rows = []

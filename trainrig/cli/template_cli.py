@@ -31,6 +31,7 @@ from trainrig.errors.user_code import building_error, raised_while_building
 from trainrig.loggers.model_summary import without_empty_flops
 from trainrig.loggers.run_config import SaveConfigToLoggers
 from trainrig.monitoring.hook_profiler import without_profiling_cost
+from trainrig.monitoring.idle_hooks import skip_idle_batch_hooks
 from trainrig.monitoring.progress_bar import with_log_step_progress_bar
 from trainrig.monitoring.throughput import with_throughput
 from trainrig.registry import hooks
@@ -174,7 +175,8 @@ class TemplateCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs):
         """Every run writes checkpoints atomically, unless the config chose its own CheckpointIO plugin, shows the
         template's progress bar, unless the config chose its own, and logs its throughput; no step waits on Lightning's
-        broadcast of a stop the template handles itself, nor pays for the default profiler, which records nothing."""
+        broadcast of a stop the template handles itself, nor pays for the default profiler, which records nothing, nor
+        for Lightning's calls of the callbacks' per-batch hooks that do nothing."""
         try:
             trainer = super().instantiate_trainer(**kwargs)
         except (ValueError, TypeError, MisconfigurationException) as error:  # Lightning rejects a setting
@@ -186,6 +188,7 @@ class TemplateCLI(LightningCLI):
         # them at log steps only, as does the throughput every run logs.
         trainer.callbacks = with_throughput(with_log_step_progress_bar(trainer.callbacks))
         without_profiling_cost(trainer)
+        skip_idle_batch_hooks(trainer.callbacks)
         skip_lightning_stop_broadcast_while_handled_here(trainer)
         return trainer
 

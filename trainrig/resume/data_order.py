@@ -101,8 +101,8 @@ class ResumableSampler(DistributedSampler):
 
 
 @contextmanager
-def _cpu_generator_seeded(seed: int):
-    """Torch's global CPU generator seeded with `seed`, its state put back after.
+def _cpu_generator_put_back():
+    """Torch's global CPU generator, its state put back after.
 
     Only the CPU generator: it is what torchvision's transforms draw from, and `torch.manual_seed` would also seed
     every accelerator, which before CUDA starts queues a lazy call that records the Python stack, once per sample.
@@ -110,9 +110,8 @@ def _cpu_generator_seeded(seed: int):
     """
     generator = torch.random.default_generator
     state = generator.get_state()
-    generator.manual_seed(seed)
     try:
-        yield
+        yield generator
     finally:
         generator.set_state(state)
 
@@ -133,9 +132,17 @@ class SeededSamples(Dataset):
 
     @override
     def __getitem__(self, key: tuple[int, int]):
-        index, seed = key
-        with _cpu_generator_seeded(seed):
-            return self.dataset[index]
+        return self.__getitems__([key])[0]
+
+    def __getitems__(self, keys: list[tuple[int, int]]) -> list:
+        """A batch's samples, each loaded right after seeding with its own seed: the DataLoader's fetcher asks for a
+        batch at once, so that the generator's state (5 KB) is saved and put back once a batch, not once a sample."""
+        samples = []
+        with _cpu_generator_put_back() as generator:
+            for index, seed in keys:
+                generator.manual_seed(seed)
+                samples.append(self.dataset[index])
+        return samples
 
 
 class ResumableDataLoader(DataLoader):

@@ -18,6 +18,11 @@ MODULE_NAMES = {
         "torch.distributed.rendezvous",
         "_rendezvous_handlers",
     ): "trainrig/resume/torchrun_restarts.py, trainrig/network.py",
+    # Not imported: its `if callable(fn)` skips a hook set to None, what the template's idle-hook skip relies on.
+    (
+        "lightning.pytorch.trainer.call",
+        "_call_callback_hooks",
+    ): "trainrig/monitoring/idle_hooks.py (relies on its `if callable(fn)`: tests/monitoring/test_idle_hooks.py)",
     # Rebuilding a user's training DataLoader with a resumable sampler, as Lightning's `_update_dataloader` does.
     (
         "lightning.pytorch.utilities.data",
