@@ -8,7 +8,8 @@ Every case is built from the example's config (configs/EXAMPLE.yaml) at this scr
 process, one after the other:
 
 template: the real training path, `cli.main(["fit", "--config", ...])` as the tests run it, with
-    `--trainer.enable_progress_bar false` and its logger writing to a temporary folder.
+    `--trainer.enable_progress_bar false` and its logger writing to a temporary folder; the main comparisons also
+    run it as a user does, with the progress bar on ("template, progress bar on").
 plain loop: the same LightningModule used as an nn.Module, built from the same config (same seed, weights and
     optimizer settings), trained on the datamodule's own training set after `setup` through
     `torch.utils.data.DataLoader(shuffle=True)` at the template loader's batch size, workers and collate step, with
@@ -88,9 +89,6 @@ QUICK_NAMES = 300
 LOADER_WORKERS = (0, 2)
 STOPPING = threading.Event()  # set by the first SIGTERM or SIGINT
 TRAIN_ONLY = ["--trainer.limit_val_batches", "0", "--model.init_args.scheduler", "null"]
-
-
-# ---- one measured run ----
 
 
 def build_example(config_args: list[str]):
@@ -251,9 +249,6 @@ def timed_run(case: dict, epochs: int) -> float:
             shutil.rmtree(case["output"], ignore_errors=True)
 
 
-# ---- the cases of each comparison ----
-
-
 def template_overrides(config: Path, folder: Path, output: Path, each_callback: bool) -> dict[str, Path]:
     """Per template variant, a config file in `folder` laid over the example's: the full template (its logger
     writing to `output`), bare, without the logger, and, with `each_callback`, without each config callback in
@@ -322,10 +317,14 @@ def comparisons(example: str, sizes: list[str], settings: dict, folder: Path) ->
     def plain(kind: str, extra: list[str] = (), validate: bool = True) -> dict:
         return {"kind": kind, "args": [*built, *extra], "validate": validate, **run_settings}
 
+    # As a user runs it: the template's progress bar on (its redraws, the values it reads at log steps).
+    bar_on = ["--trainer.enable_progress_bar", "true"]
     train_only = {"plain loop": plain("plain loop", TRAIN_ONLY, validate=False)}
     train_only["template"] = template("template", TRAIN_ONLY)
     train_only["template without checkpoints"] = template("template without checkpoints", TRAIN_ONLY)
+    train_only["template, progress bar on"] = template("template", [*TRAIN_ONLY, *bar_on])
     train_and_validate = {"plain loop": plain("plain loop"), "template": template("template")}
+    train_and_validate["template, progress bar on"] = template("template", bar_on)
     breakdown = {"template": template("template"), "plain Lightning Trainer": plain("plain trainer")}
     breakdown |= {variant: template(variant) for variant in overrides if variant != "template"}
     loaders, quick = [], settings["quick"]
@@ -396,9 +395,6 @@ def run_comparison(comparison: dict, repeats: int, epochs: int, deadline: float)
         },
         "failed": failed,
     }
-
-
-# ---- the whole benchmark ----
 
 
 def stop(signum: int, frame) -> None:

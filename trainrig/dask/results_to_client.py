@@ -16,6 +16,7 @@ from typing_extensions import override
 
 from trainrig.dask.description import first_step_event
 from trainrig.resume.atomic_io import AtomicCheckpointIO
+from trainrig.resume.csv_logger import ContinuingCSVLogger
 from trainrig.resume.run_directory import METRICS_FILE
 
 
@@ -80,7 +81,10 @@ class MetricsToClient(Callback):
         self._checkpoint_saved = False
         if logger is None or logger.log_dir is None or logger.save_dir is None:
             return
-        logger.save()
+        if isinstance(logger, ContinuingCSVLogger):  # writes its rows at its interval, or now when flushed
+            logger.flush()
+        else:
+            logger.save()
         metrics = Path(logger.log_dir) / METRICS_FILE
         if metrics.is_file():
             send_small_file(self.queue, metrics.relative_to(logger.save_dir).as_posix(), metrics.read_bytes())

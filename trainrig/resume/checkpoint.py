@@ -195,7 +195,7 @@ class ResumableCheckpoint(ModelCheckpoint):
         logger = next((logger for logger in trainer.loggers if isinstance(logger, ContinuingCSVLogger)), None)
         if logger is None or not trainer.is_global_zero:
             return
-        logger.save()
+        logger.flush()
         last = Path(self.last_model_path)
         target = last / METADATA_NAME if last.is_dir() else last
         try:

@@ -6,6 +6,7 @@ from pathlib import Path
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
+from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
 
 
@@ -24,26 +25,58 @@ class _ContinuingWriter(ExperimentWriter):
 
 
 class ContinuingCSVLogger(CSVLogger):
-    """Lightning's CSVLogger, except that a run resumed into its old version directory appends to its metrics,
-    and that metrics are flushed with every checkpoint, so the file reaches the step a resume continues from.
+    """Lightning's CSVLogger, except that a run resumed into its old version directory appends to its metrics, that
+    metrics are flushed with every checkpoint, so the file reaches the step a resume continues from, and that its
+    `flush_logs_every_n_steps` holds.
+
+    Lightning's logger connector calls `save()` after every row it logs, which leaves CSVLogger's
+    `flush_logs_every_n_steps` (default 100) without effect (pytorch-lightning#4664) and costs an open, a write and a
+    close of the file at every log step, some 200 us on a CPU (`benchmarks/host_time.py`), time a GPU may wait for.
+    Here `save()` writes the rows once that many steps have passed since the last write; `flush()` writes them now,
+    as every checkpoint and the run's end (also a failed one) do. A process killed outright loses the rows since the
+    last write, which a run resumed from its last checkpoint logs again.
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._flush_next_log = False
+        self._latest_step = 0
+        self._oldest_unwritten_step: int | None = None
 
     @override
     def after_save_checkpoint(self, checkpoint_callback) -> None:
         """A checkpoint is saved before Lightning logs its step's metrics: flush now, and again once they arrive."""
-        self.save()
+        self.flush()
         self._flush_next_log = True
 
     @override
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        if step is not None:
+            self._latest_step = step
+        if self._oldest_unwritten_step is None:
+            self._oldest_unwritten_step = self._latest_step
         super().log_metrics(metrics, step)
         if self._flush_next_log:
             self._flush_next_log = False
-            self.save()
+            self.flush()
+
+    @override
+    def save(self) -> None:
+        """Writes the rows logged so far once they span `flush_logs_every_n_steps` steps."""
+        oldest = self._oldest_unwritten_step
+        if oldest is not None and self._latest_step - oldest + 1 >= self._flush_logs_every_n_steps:
+            self.flush()
+
+    def flush(self) -> None:
+        """Writes the rows logged so far."""
+        super().save()
+        self._oldest_unwritten_step = None
+
+    @override
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        if self._experiment is not None:  # none in a process that logged nothing
+            self.flush()
 
     @property
     @rank_zero_experiment

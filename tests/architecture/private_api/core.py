@@ -48,6 +48,7 @@ ATTRIBUTES = [
     ("ModelCheckpoint", ModelCheckpoint, "_monitor_candidates", "trainrig/resume/checkpoint.py"),
     ("ModelCheckpoint", ModelCheckpoint, "_save_last_checkpoint", "trainrig/resume/checkpoint.py"),
     ("CSVLogger", lambda: CSVLogger("logs"), "_fs", "trainrig/resume/csv_logger.py"),
+    ("CSVLogger", lambda: CSVLogger("logs"), "_flush_logs_every_n_steps", "trainrig/resume/csv_logger.py"),
     ("CSVLogger", lambda: CSVLogger("logs"), "_experiment", "trainrig/resume/csv_logger.py (assigned)"),
     ("ExperimentWriter", _csv_experiment_writer, "_check_log_dir_exists", "trainrig/resume/csv_logger.py (overridden)"),
     ("ModelSummary", ModelSummary, "_max_depth", "trainrig/loggers/model_summary.py"),
