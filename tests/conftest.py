@@ -66,7 +66,7 @@ def pytest_terminal_summary(terminalreporter, config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """Skips, or under CI fails, a test marked by `tests.helpers.run_if.run_if` whose needs this machine lacks,
-    before any fixture it uses is set up: a module's fixture (a SLURM cluster) would otherwise start first and fail
+    before any fixture it uses is set up: a module's fixture (a cluster it starts) would otherwise start first and fail
     on what is missing."""
     if (mark := item.get_closest_marker("needs")) is not None:
         skip_or_fail(mark)
