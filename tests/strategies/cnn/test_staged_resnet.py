@@ -64,6 +64,14 @@ data:
 # deviation, which enlarges the first step's rounding differences (gradients summed in another order) in the second;
 # measured up to 1.04e-5 (LoopedBFS). A micro-batch missed or counted twice moves the momentum buffers by 0.1 or more.
 TOLERANCE = 1e-4
+# LoopedBFS runs a step's backward passes in reverse micro-batch order (torch's `ScheduleLoopedBFS`), so it sums the
+# gradients in another order than one device's accumulation, which no one-device run reproduces; every other schedule
+# matches one device bit for bit. Measured for LoopedBFS: a parameter 1.04e-5 off on an earlier CPU; 1.35e-4, with one
+# momentum element 1.35e-2 off, on an AVX-512 AMD EPYC (2026-11-29): a rounding difference is enough to move an
+# element's gradient by that much (a ReLU's input crossing zero); its logged losses stay within 4e-5. Looser bounds
+# for it, below what a micro-batch missed or counted twice does (the momentum buffers 0.1 or more off).
+REVERSED_BACKWARD_ORDER = {"LoopedBFS"}
+PARAMETER_TOLERANCE_REVERSED, OPTIMIZER_TOLERANCE_REVERSED = 1e-3, 5e-2
 SAME_MICROBATCHES_ON_ONE_DEVICE = ["--data.init_args.batch_size", "8", "--trainer.accumulate_grad_batches", "4"]
 RESNET_SCHEDULES = {**SCHEDULE_STAGES, "GPipe": 2}
 
@@ -102,16 +110,18 @@ def by_module_name(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
     return {re.sub(r"blocks\.\d+\.", "", key, count=1): value for key, value in state_dict.items()}
 
 
-def assert_same_training(reference_dir: Path, run_dir: Path, epochs: int) -> None:
+def assert_same_training(
+    reference_dir: Path, run_dir: Path, epochs: int, parameters: float = TOLERANCE, optimizer: float = TOLERANCE
+) -> None:
     """Parameters, batch-norm buffers, optimizer state (the gradients, through momentum) and losses of the last
     `epochs` epochs; losses also relatively, as the validation loss of a few steps' batch norm can be large."""
     reference, run = checkpoint(reference_dir), checkpoint(run_dir)
-    assert largest_difference(by_module_name(reference["state_dict"]), by_module_name(run["state_dict"])) < TOLERANCE
+    assert largest_difference(by_module_name(reference["state_dict"]), by_module_name(run["state_dict"])) < parameters
     assert (
         largest_difference(
             optimizer_tensors(reference["optimizer_states"][0]), optimizer_tensors(run["optimizer_states"][0])
         )
-        < TOLERANCE
+        < optimizer
     )
     assert run["state_dict"]["network.blocks.0.bn1.num_batches_tracked"] == 12  # 4 micro-batches a step, 3 steps
     for key in ("train/epoch_loss", "val/loss", "val/acc"):
@@ -146,7 +156,11 @@ def test_strategy_matches_one_device_over_the_same_microbatches(one_device, sett
     # One process: layer_split runs in this one; the pipeline's processes start from a fresh command.
     (run_cli if strategy == "layer_split" else run_ok)("fit", args(settings, tmp_path / "run", *extra, *resume))
 
-    assert_same_training(one_device["epoch 3"], tmp_path / "run", epochs=2)
+    if strategy.removeprefix("pipeline ") in REVERSED_BACKWARD_ORDER:
+        bounds = {"parameters": PARAMETER_TOLERANCE_REVERSED, "optimizer": OPTIMIZER_TOLERANCE_REVERSED}
+    else:
+        bounds = {}
+    assert_same_training(one_device["epoch 3"], tmp_path / "run", epochs=2, **bounds)
 
     run_cli(
         "validate",
