@@ -19,6 +19,7 @@ honouring it.
 from collections.abc import Iterable
 
 from lightning.pytorch import Callback
+from lightning.pytorch.utilities.model_helpers import is_overridden
 
 __all__ = ["BATCH_HOOKS", "skip_idle_batch_hooks"]
 
@@ -42,5 +43,5 @@ def skip_idle_batch_hooks(callbacks: Iterable[Callback]) -> None:
     """Sets each per-batch hook that a callback leaves as `Callback`'s empty one to `None` on that callback."""
     for callback in callbacks:
         for name in BATCH_HOOKS:
-            if getattr(type(callback), name) is getattr(Callback, name) and name not in vars(callback):
+            if not is_overridden(name, callback, parent=Callback):
                 setattr(callback, name, None)

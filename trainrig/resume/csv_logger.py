@@ -40,8 +40,6 @@ class ContinuingCSVLogger(CSVLogger):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._flush_next_log = False
-        self._latest_step = 0
-        self._oldest_unwritten_step: int | None = None
 
     @override
     def after_save_checkpoint(self, checkpoint_callback) -> None:
@@ -51,26 +49,23 @@ class ContinuingCSVLogger(CSVLogger):
 
     @override
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        if step is not None:
-            self._latest_step = step
-        if self._oldest_unwritten_step is None:
-            self._oldest_unwritten_step = self._latest_step
         super().log_metrics(metrics, step)
         if self._flush_next_log:
             self._flush_next_log = False
             self.flush()
 
     @override
+    @rank_zero_only
     def save(self) -> None:
-        """Writes the rows logged so far once they span `flush_logs_every_n_steps` steps."""
-        oldest = self._oldest_unwritten_step
-        if oldest is not None and self._latest_step - oldest + 1 >= self._flush_logs_every_n_steps:
+        """Writes the rows logged so far (the writer's, each with its step) once they span `flush_logs_every_n_steps`
+        steps."""
+        unwritten = self._experiment.metrics if self._experiment is not None else []
+        if unwritten and unwritten[-1]["step"] - unwritten[0]["step"] + 1 >= self._flush_logs_every_n_steps:
             self.flush()
 
     def flush(self) -> None:
         """Writes the rows logged so far."""
         super().save()
-        self._oldest_unwritten_step = None
 
     @override
     @rank_zero_only

@@ -70,8 +70,7 @@ TOLERANCE = 1e-4
 # momentum element 1.35e-2 off, on an AVX-512 AMD EPYC (2026-11-29): a rounding difference is enough to move an
 # element's gradient by that much (a ReLU's input crossing zero); its logged losses stay within 4e-5. Looser bounds
 # for it, below what a micro-batch missed or counted twice does (the momentum buffers 0.1 or more off).
-REVERSED_BACKWARD_ORDER = {"LoopedBFS"}
-PARAMETER_TOLERANCE_REVERSED, OPTIMIZER_TOLERANCE_REVERSED = 1e-3, 5e-2
+BOUNDS_OF_ITS_OWN = {"LoopedBFS": {"parameters": 1e-3, "optimizer": 5e-2}}
 SAME_MICROBATCHES_ON_ONE_DEVICE = ["--data.init_args.batch_size", "8", "--trainer.accumulate_grad_batches", "4"]
 RESNET_SCHEDULES = {**SCHEDULE_STAGES, "GPipe": 2}
 
@@ -156,10 +155,7 @@ def test_strategy_matches_one_device_over_the_same_microbatches(one_device, sett
     # One process: layer_split runs in this one; the pipeline's processes start from a fresh command.
     (run_cli if strategy == "layer_split" else run_ok)("fit", args(settings, tmp_path / "run", *extra, *resume))
 
-    if strategy.removeprefix("pipeline ") in REVERSED_BACKWARD_ORDER:
-        bounds = {"parameters": PARAMETER_TOLERANCE_REVERSED, "optimizer": OPTIMIZER_TOLERANCE_REVERSED}
-    else:
-        bounds = {}
+    bounds = BOUNDS_OF_ITS_OWN.get(strategy.removeprefix("pipeline "), {})
     assert_same_training(one_device["epoch 3"], tmp_path / "run", epochs=2, **bounds)
 
     run_cli(
